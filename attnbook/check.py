@@ -1,0 +1,187 @@
+"""Exercise checkers.
+
+Each ``check_*`` function runs the learner's function on several cases, edge
+cases included, compares the result with the answer key in
+:mod:`attnbook.reference`, and prints either a pass or the first case that
+failed, with the expected and actual values side by side. It returns ``True``
+on a pass and ``False`` otherwise, so a solution cell can ``assert`` it.
+
+A function that raises ``NotImplementedError`` (the stub in an unsolved
+exercise) is reported as "not done yet" rather than as a crash.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from . import reference as ref
+
+__all__ = ["Case", "Verdict", "run_cases", "check_softmax", "check_attention", "check_scores"]
+
+
+@dataclass
+class Case:
+    """One test case: a label a learner understands, the arguments, the expected result."""
+
+    label: str
+    args: tuple
+    expected: Any
+    kwargs: dict = field(default_factory=dict)
+
+
+class Verdict:
+    """The result of a check: true when every case passed.
+
+    It prints nothing of its own in a notebook (the checker has already
+    printed its report), so a cell can end with ``check.check_softmax(f)``
+    without a stray ``True`` or ``False`` below it, while ``assert
+    check.check_softmax(f)`` still works.
+    """
+
+    def __init__(self, passed: bool, name: str):
+        self.passed = bool(passed)
+        self.name = name
+
+    def __bool__(self):
+        return self.passed
+
+    def __repr__(self):
+        return f"Verdict({self.name}: {'passed' if self.passed else 'not passed'})"
+
+    def _ipython_display_(self):
+        pass
+
+
+def _fmt(value) -> str:
+    if isinstance(value, np.ndarray) or isinstance(value, (list, tuple)):
+        arr = np.asarray(value)
+        if arr.dtype != object:
+            with np.printoptions(precision=4, suppress=True, threshold=40):
+                return f"shape {arr.shape}\n{arr}"
+    return repr(value)
+
+
+def _side_by_side(expected, got) -> str:
+    left = ["expected:"] + _fmt(expected).splitlines()
+    right = ["your function returned:"] + _fmt(got).splitlines()
+    width = max(len(s) for s in left) + 4
+    rows = max(len(left), len(right))
+    left += [""] * (rows - len(left))
+    right += [""] * (rows - len(right))
+    return "\n".join(f"    {a:<{width}}{b}" for a, b in zip(left, right))
+
+
+def _compare(expected, got, rtol, atol):
+    """Return None when they agree, else a short reason."""
+    try:
+        got_arr = np.asarray(got, dtype=float)
+    except (TypeError, ValueError):
+        return f"the result is not an array of numbers (got {type(got).__name__})"
+    exp_arr = np.asarray(expected, dtype=float)
+    if got_arr.shape != exp_arr.shape:
+        return f"wrong shape: expected {exp_arr.shape}, got {got_arr.shape}"
+    if np.isnan(got_arr).any() and not np.isnan(exp_arr).any():
+        return "the result contains nan"
+    if not np.allclose(got_arr, exp_arr, rtol=rtol, atol=atol, equal_nan=True):
+        worst = np.unravel_index(np.nanargmax(np.abs(got_arr - exp_arr)), exp_arr.shape)
+        return f"wrong values (largest difference at index {tuple(int(i) for i in worst)})"
+    return None
+
+
+def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-9,
+              pick: Callable | None = None) -> Verdict:
+    """Run ``fn`` on every case; print a pass or the first failure. The Verdict is true on a pass.
+
+    ``pick`` extracts the value to compare from what ``fn`` returned (for
+    example the first element of an ``(output, weights)`` tuple).
+    """
+    for i, case in enumerate(cases, 1):
+        args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in case.args)
+        try:
+            with np.errstate(all="ignore"):  # overflow shows up below as inf/nan, with the case that caused it
+                got = fn(*args, **case.kwargs)
+        except NotImplementedError:
+            print(f"{name}: not done yet (your function raises NotImplementedError; replace the stub).")
+            return Verdict(False, name)
+        except Exception as exc:  # the learner's bug, reported rather than raised
+            print(f"{name}: case {i}/{len(cases)} FAILED: {case.label}")
+            print(f"    your function raised {type(exc).__name__}: {exc}")
+            return Verdict(False, name)
+        if pick is not None:
+            got = pick(got)
+        reason = _compare(case.expected, got, rtol, atol)
+        if reason:
+            print(f"{name}: case {i}/{len(cases)} FAILED: {case.label}")
+            print(f"    {reason}")
+            print(_side_by_side(case.expected, got))
+            return Verdict(False, name)
+    print(f"{name}: all {len(cases)} cases passed.")
+    return Verdict(True, name)
+
+
+def _first_if_tuple(result):
+    return result[0] if isinstance(result, tuple) else result
+
+
+def softmax_cases() -> list[Case]:
+    rng = np.random.default_rng(1)
+    batch = rng.normal(size=(2, 3, 4))
+    big = np.array([1000.0, 1001.0, 1002.0])
+    with_inf = np.array([0.5, -np.inf, 1.5, -np.inf])
+    three_tokens = np.array([10.0, 58.0, 106.0]) / np.sqrt(2)
+    return [
+        Case("a small row [1, 2, 3]", (np.array([1.0, 2.0, 3.0]),), ref.softmax(np.array([1.0, 2.0, 3.0]))),
+        Case("large values [1000, 1001, 1002] (naive exp overflows)", (big,), ref.softmax(big)),
+        Case("a row with -inf entries (masked positions must get weight 0)", (with_inf,), ref.softmax(with_inf)),
+        Case("a row of length one", (np.array([7.0]),), np.array([1.0])),
+        Case("a batch of shape (2, 3, 4), softmax over the last axis", (batch,), ref.softmax(batch)),
+        Case("the three-token chapter's first scaled row", (three_tokens,), ref.softmax(three_tokens)),
+    ]
+
+
+def check_softmax(fn: Callable) -> Verdict:
+    """Check a learner's ``softmax(x)`` over the last axis."""
+    return run_cases(fn, softmax_cases(), "check_softmax")
+
+
+def scores_cases() -> list[Case]:
+    rng = np.random.default_rng(2)
+    x = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]], dtype=float)
+    q, k = rng.normal(size=(4, 3)), rng.normal(size=(6, 3))
+    return [
+        Case("the three tokens of chapter 1 as both queries and keys", (x, x), x @ x.T / 2.0),
+        Case("4 queries against 6 keys, dk = 3 (the result is 4 x 6)", (q, k), q @ k.T / np.sqrt(3)),
+    ]
+
+
+def check_scores(fn: Callable) -> Verdict:
+    """Check a learner's ``scores(Q, K)`` = Q K^T / sqrt(dk) for one sequence."""
+    return run_cases(fn, scores_cases(), "check_scores")
+
+
+def attention_cases() -> list[Case]:
+    rng = np.random.default_rng(3)
+    x = np.array([[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]], dtype=float)
+    wq = np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=float)
+    wk = np.array([[0, 1], [0, 1], [1, 0], [1, 0]], dtype=float)
+    wv = np.array([[1, 0], [0, 1], [1, 0], [0, 1]], dtype=float)
+    small = x / 10
+    q, k, v = rng.normal(size=(2, 5)), rng.normal(size=(4, 5)), rng.normal(size=(4, 3))
+    out = []
+    for label, args in [
+        ("the three-token example (scores up to about 290)", (x @ wq, x @ wk, x @ wv)),
+        ("the three-token example with X / 10 (soft weights)", (small @ wq, small @ wk, small @ wv)),
+        ("2 queries, 4 keys, dk = 5, dv = 3", (q, k, v)),
+        ("one key: every query must return that key's value", (q, k[:1], v[:1])),
+    ]:
+        out.append(Case(label, args, ref.scaled_dot_product_attention(*args)[0]))
+    return out
+
+
+def check_attention(fn: Callable) -> Verdict:
+    """Check a learner's ``attention(Q, K, V)`` for one sequence (returns the output,
+    or an ``(output, weights)`` tuple)."""
+    return run_cases(fn, attention_cases(), "check_attention", pick=_first_if_tuple)

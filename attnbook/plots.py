@@ -1,0 +1,157 @@
+"""Plotting helpers: attention heatmaps, bar charts of weights, small multiples.
+
+Every figure has an opaque white background so it reads the same in the
+site's light and dark themes. Labels are English only (no font dependency).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+__all__ = ["use_book_style", "heatmap", "attention_heatmap", "weight_bars", "small_multiples"]
+
+_STYLE = {
+    "figure.facecolor": "white",
+    "figure.edgecolor": "white",
+    "savefig.facecolor": "white",
+    "savefig.edgecolor": "white",
+    "axes.facecolor": "white",
+    "figure.dpi": 100,
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+
+
+def use_book_style():
+    """Apply the book's matplotlib settings (call once at the top of a chapter).
+
+    pyplot is imported first so that the notebook's inline backend has set its
+    own defaults (a transparent figure background) before these replace them.
+    """
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(_STYLE)
+    return plt
+
+
+def heatmap(data, row_labels=None, col_labels=None, *, ax=None, title=None, hidden=None,
+            annotate=True, fmt="{:.2f}", cmap="viridis", vmin=None, vmax=None, colorbar=True,
+            xlabel="key", ylabel="query", cbar_label=None):
+    """Draw a matrix as a heatmap: rows down the side, columns along the top.
+
+    ``hidden`` is an optional boolean array of the same shape; True cells are
+    drawn grey and hatched (a masked position), whatever their value, and are
+    left out of the colour scale. Returns the Axes.
+    """
+    import matplotlib.pyplot as plt
+
+    data = np.asarray(data, dtype=float)
+    if data.ndim != 2:
+        raise ValueError(f"heatmap needs a 2-D array, got shape {data.shape}")
+    n_rows, n_cols = data.shape
+    for name, labels, n in (("row_labels", row_labels, n_rows), ("col_labels", col_labels, n_cols)):
+        if labels is not None and len(labels) != n:
+            raise ValueError(f"{name} has {len(labels)} labels for {n} {name[:3]}s (data shape {data.shape})")
+    if ax is None:
+        width = max(3.2, 0.55 * n_cols + 1.8)
+        height = max(2.6, 0.45 * n_rows + 1.2)
+        _, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    hidden_arr = np.zeros(data.shape, bool) if hidden is None else np.broadcast_to(np.asarray(hidden, bool), data.shape)
+    shown = np.ma.masked_array(data, mask=hidden_arr | ~np.isfinite(data))
+    cm = plt.get_cmap(cmap).with_extremes(bad="#d9d9d9")
+    im = ax.imshow(shown, cmap=cm, vmin=vmin, vmax=vmax, aspect="auto")
+    for i, j in zip(*np.nonzero(hidden_arr | ~np.isfinite(data))):
+        ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///",
+                                   edgecolor="#7f7f7f", linewidth=0))
+    ax.set_xticks(range(n_cols), col_labels if col_labels is not None else range(n_cols))
+    ax.set_yticks(range(n_rows), row_labels if row_labels is not None else range(n_rows))
+    ax.xaxis.tick_top()
+    ax.xaxis.set_label_position("top")
+    ax.tick_params(axis="x", rotation=0 if n_cols <= 6 else 45, length=0)
+    ax.tick_params(axis="y", length=0)
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    if xlabel:
+        ax.set_xlabel(xlabel)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title, pad=8)
+    if annotate:
+        lo, hi = im.get_clim()
+        for i in range(n_rows):
+            for j in range(n_cols):
+                value = data[i, j]
+                if hidden_arr[i, j] or not np.isfinite(value):
+                    text = "-inf" if np.isneginf(value) else "hidden"
+                    ax.text(j, i, text, ha="center", va="center", fontsize=8, color="#404040")
+                    continue
+                frac = 0.5 if hi == lo else (value - lo) / (hi - lo)
+                colour = "black" if frac > 0.6 else "white"
+                ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
+    if colorbar:
+        cb = ax.figure.colorbar(im, ax=ax, shrink=0.85)
+        if cbar_label:
+            cb.set_label(cbar_label)
+    return ax
+
+
+def attention_heatmap(weights, queries, keys, *, title="attention weights", ax=None, **kwargs):
+    """Heatmap of an attention-weight matrix, colour scale fixed to [0, 1]."""
+    kwargs.setdefault("vmin", 0.0)
+    kwargs.setdefault("vmax", 1.0)
+    kwargs.setdefault("cbar_label", "weight")
+    return heatmap(weights, queries, keys, ax=ax, title=title, **kwargs)
+
+
+def weight_bars(weights, labels=None, *, ax=None, title=None, fmt="{:.3f}", color="#3b75af", ylim=(0, 1.05)):
+    """Bar chart of one weight vector, each bar labelled with its value."""
+    import matplotlib.pyplot as plt
+
+    weights = np.asarray(weights, dtype=float)
+    if weights.ndim != 1:
+        raise ValueError(f"weight_bars needs a 1-D array, got shape {weights.shape}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(3.0, 0.5 * len(weights) + 1.5), 2.6), layout="constrained")
+    x = np.arange(len(weights))
+    bars = ax.bar(x, weights, color=color)
+    for bar, w in zip(bars, weights):
+        ax.text(bar.get_x() + bar.get_width() / 2, w + 0.01 * (ylim[1] - ylim[0]), fmt.format(w),
+                ha="center", va="bottom", fontsize=7)
+    ax.set_xticks(x, labels if labels is not None else [str(i + 1) for i in x])
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def small_multiples(draw: Callable, values: Sequence, *, ncols=None, panel_size=(3.0, 2.6),
+                    title_fmt="{}", suptitle=None, sharey=False):
+    """Call ``draw(ax, value)`` once per value, in a grid of panels. Returns the Figure.
+
+    This is the static stand-in for a slider: the same picture at a few
+    fixed settings, side by side.
+    """
+    import matplotlib.pyplot as plt
+
+    values = list(values)
+    if not values:
+        raise ValueError("small_multiples needs at least one value")
+    ncols = ncols or len(values)
+    nrows = -(-len(values) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(panel_size[0] * ncols, panel_size[1] * nrows),
+                             squeeze=False, sharey=sharey, layout="constrained")
+    for ax, value in zip(axes.flat, values):
+        draw(ax, value)
+        if title_fmt:
+            ax.set_title(title_fmt.format(value))
+    for ax in list(axes.flat)[len(values):]:
+        ax.set_visible(False)
+    if suptitle:
+        fig.suptitle(suptitle)
+    return fig

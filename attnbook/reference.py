@@ -1,0 +1,285 @@
+"""The answer key: clean, documented reference implementations.
+
+Chapters write the attention math themselves, line by line; at the end they
+assert that their version agrees with the functions here. Everything is plain
+NumPy.
+
+Conventions used throughout the book
+------------------------------------
+* Shapes: queries ``(..., Nq, dk)``, keys ``(..., Nk, dk)``, values
+  ``(..., Nk, dv)``; any leading batch or head dimensions, broadcast against
+  each other.
+* Masks are boolean and **True means "may attend"** (the polarity of
+  ``torch.nn.functional.scaled_dot_product_attention``). A mask must broadcast
+  to the score shape ``(..., Nq, Nk)``.
+* A query row whose every key is masked has no softmax (the denominator is a
+  sum of nothing). By default that is an error (``fully_masked="raise"``);
+  pass ``fully_masked="zeros"`` to get all-zero weights and a zero output for
+  such rows instead. The masking chapter explains the choice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.lib.array_utils import normalize_axis_index
+
+__all__ = [
+    "softmax",
+    "scaled_dot_product_attention",
+    "causal_mask",
+    "padding_mask",
+    "split_heads",
+    "merge_heads",
+    "multihead_attention",
+    "multihead_cross_attention",
+]
+
+_FULLY_MASKED_CHOICES = ("raise", "zeros")
+
+
+def _as_float_array(x, name):
+    arr = np.asarray(x)
+    if arr.dtype == bool or not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{name} must be a numeric array, got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.complexfloating):
+        raise TypeError(f"{name} must be real, got dtype {arr.dtype}")
+    if not np.issubdtype(arr.dtype, np.floating):
+        arr = arr.astype(np.float64)
+    return arr
+
+
+def softmax(x, axis=-1, temperature=1.0):
+    """Numerically stable softmax of ``x / temperature`` along ``axis``.
+
+    ``softmax(z)_i = exp(z_i) / sum_j exp(z_j)``, the sum running over *every*
+    element j of the slice. The maximum of each slice is subtracted before
+    ``exp``; softmax is unchanged by adding a constant to a whole slice, so
+    this changes nothing but avoids overflow.
+
+    Behaviour at the edges (all tested):
+
+    * ``-inf`` entries get weight exactly 0.
+    * A slice whose entries are all ``-inf`` has no softmax: ``ValueError``.
+    * ``+inf`` or ``nan`` entries: ``ValueError``.
+    * ``temperature`` must be >= 0. ``temperature=0`` returns the limit
+      t -> 0+: all the weight on the maximum, split equally between ties
+      (a one-hot vector when the maximum is unique).
+    * An axis of length 0 returns an empty array of the same shape.
+    """
+    z = _as_float_array(x, "x")
+    t = float(temperature)
+    if not np.isfinite(t) or t < 0:
+        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+    if z.ndim == 0:
+        raise ValueError("softmax needs at least one axis; got a scalar")
+    axis = normalize_axis_index(axis, z.ndim)
+    if z.shape[axis] == 0:
+        return z.copy()
+    if np.isnan(z).any() or np.isposinf(z).any():
+        raise ValueError("softmax input contains nan or +inf")
+    zmax = np.max(z, axis=axis, keepdims=True)
+    if np.isneginf(zmax).any():
+        raise ValueError(
+            "a slice of the softmax input is entirely -inf, so it has no softmax "
+            "(0/0); in attention this is a query with every key masked"
+        )
+    if t == 0:
+        hot = (z == zmax).astype(z.dtype)
+        return hot / hot.sum(axis=axis, keepdims=True)
+    e = np.exp((z - zmax) / t)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _check_mask(mask, score_shape):
+    m = np.asarray(mask)
+    if m.dtype != bool:
+        raise TypeError(
+            f"mask must be boolean (True = may attend), got dtype {m.dtype}; "
+            "for a 0/1 keep-matrix use mask == 1, for an additive 0/-inf matrix "
+            "use mask == 0"
+        )
+    try:
+        np.broadcast_shapes(m.shape, score_shape)
+    except ValueError:
+        raise ValueError(
+            f"mask of shape {m.shape} does not broadcast to the scores' shape "
+            f"{score_shape} (..., Nq, Nk)"
+        ) from None
+    if np.broadcast_shapes(m.shape, score_shape) != tuple(score_shape):
+        raise ValueError(
+            f"mask of shape {m.shape} would enlarge the scores' shape {score_shape}; "
+            "give the batch/head dimensions to q, k and v instead"
+        )
+    return m
+
+
+def scaled_dot_product_attention(q, k, v, mask=None, *, fully_masked="raise"):
+    """Scaled dot-product attention, ``softmax(q k^T / sqrt(dk)) v``.
+
+    Parameters
+    ----------
+    q : array (..., Nq, dk)
+    k : array (..., Nk, dk)
+    v : array (..., Nk, dv)      dv may differ from dk
+    mask : bool array broadcastable to (..., Nq, Nk), optional.
+        True means the query may attend to that key.
+    fully_masked : "raise" (default) or "zeros"
+        What to do with a query whose every key is masked: raise
+        ``ValueError`` naming the first such query, or give it all-zero
+        weights and a zero output.
+
+    Returns
+    -------
+    output : array (..., Nq, dv)
+    weights : array (..., Nq, Nk); each row sums to 1 (or is all zero for a
+        fully masked row under ``fully_masked="zeros"``).
+
+    Empty inputs: ``Nq == 0`` returns empty arrays; ``Nk == 0`` means every
+    query is fully masked and follows ``fully_masked``; ``dk == 0`` raises.
+    """
+    if fully_masked not in _FULLY_MASKED_CHOICES:
+        raise ValueError(f"fully_masked must be one of {_FULLY_MASKED_CHOICES}, got {fully_masked!r}")
+    q = _as_float_array(q, "q")
+    k = _as_float_array(k, "k")
+    v = _as_float_array(v, "v")
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if a.ndim < 2:
+            raise ValueError(f"{name} must have at least 2 dimensions (..., N, d), got shape {a.shape}")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q and k must have the same last dimension dk: q {q.shape} vs k {k.shape}"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k and v must have the same number of positions Nk: k {k.shape} vs v {v.shape}"
+        )
+    try:
+        lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"leading (batch/head) dimensions do not broadcast: q {q.shape}, k {k.shape}, v {v.shape}"
+        ) from None
+    dk = q.shape[-1]
+    if dk == 0:
+        raise ValueError(f"dk is 0 (q {q.shape}): there is nothing to compare and no scale 1/sqrt(dk)")
+    nq, nk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    score_shape = (*lead, nq, nk)
+
+    scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(dk)  # (..., Nq, Nk)
+    keep = np.ones(score_shape, dtype=bool)
+    if mask is not None:
+        keep = np.broadcast_to(_check_mask(mask, score_shape), score_shape)
+    empty_rows = ~keep.any(axis=-1)  # (..., Nq)
+    if nq and empty_rows.any():
+        if fully_masked == "raise":
+            where = tuple(int(i) for i in np.argwhere(empty_rows)[0])
+            raise ValueError(
+                f"query {where} (index into (..., Nq)) has every key masked, so its "
+                "softmax is 0/0; pass fully_masked='zeros' to give such rows zero "
+                "weight and zero output"
+            )
+    if nq == 0:
+        return np.zeros((*lead, 0, dv)), np.zeros(score_shape)
+    masked = np.where(keep, scores, -np.inf)
+    # Fully masked rows: compute on a dummy row of zeros, then zero them out.
+    safe = np.where(empty_rows[..., None], 0.0, masked)
+    weights = softmax(safe, axis=-1) if nk else np.zeros(score_shape)
+    weights = np.where(empty_rows[..., None], 0.0, weights)
+    output = weights @ v  # (..., Nq, dv)
+    return output, weights
+
+
+def causal_mask(n):
+    """Boolean (n, n) lower-triangular mask: query i may attend to keys 0..i."""
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"sequence length must be >= 0, got {n}")
+    return np.tril(np.ones((n, n), dtype=bool))
+
+
+def padding_mask(lengths, n):
+    """Boolean (B, 1, n) mask hiding key positions at or past each length.
+
+    ``lengths[b]`` real tokens are followed by padding; the result broadcasts
+    over queries (the middle axis of size 1) because padding hides *keys*,
+    that is, columns of the score matrix.
+    """
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1:
+        raise ValueError(f"lengths must be 1-D (one per sequence), got shape {lengths.shape}")
+    if (lengths < 0).any() or (lengths > n).any():
+        raise ValueError(f"every length must lie in [0, {n}], got {lengths.tolist()}")
+    return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
+
+
+def split_heads(x, n_heads):
+    """(..., N, D) -> (..., NH, N, HS) with HS = D // NH: reshape, then swap N and NH."""
+    x = np.asarray(x)
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., N, D), got shape {x.shape}")
+    d = x.shape[-1]
+    if n_heads < 1 or d % n_heads:
+        raise ValueError(f"D = {d} (x {x.shape}) is not divisible by n_heads = {n_heads}")
+    x = x.reshape(*x.shape[:-1], n_heads, d // n_heads)  # (..., N, NH, HS)
+    return np.swapaxes(x, -3, -2)  # (..., NH, N, HS)
+
+
+def merge_heads(x):
+    """(..., NH, N, HS) -> (..., N, NH*HS): the inverse of :func:`split_heads`."""
+    x = np.asarray(x)
+    if x.ndim < 3:
+        raise ValueError(f"x must be (..., NH, N, HS), got shape {x.shape}")
+    x = np.swapaxes(x, -3, -2)  # (..., N, NH, HS)
+    return x.reshape(*x.shape[:-2], x.shape[-2] * x.shape[-1])
+
+
+def _check_weight(w, name, shape):
+    w = _as_float_array(w, name)
+    if w.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {w.shape}")
+    return w
+
+
+def multihead_attention(x, w_qkv, w_o, n_heads, mask=None, *, fully_masked="raise"):
+    """Multi-head self-attention, vectorised across heads.
+
+    x : (..., N, D); w_qkv : (D, 3D), the q, k and v projections side by side
+    in that order; w_o : (D, D); D must be divisible by ``n_heads``.
+    mask : bool, True = may attend, broadcastable to (..., NH, N, N); a (N, N)
+    causal mask applies the same mask to every head.
+    Returns (..., N, D).
+    """
+    x = _as_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., N, D), got shape {x.shape}")
+    d = x.shape[-1]
+    w_qkv = _check_weight(w_qkv, "w_qkv", (d, 3 * d))
+    w_o = _check_weight(w_o, "w_o", (d, d))
+    q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # 3 x (..., N, D)
+    q, k, v = (split_heads(t, n_heads) for t in (q, k, v))  # (..., NH, N, HS)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, fully_masked=fully_masked)
+    return merge_heads(out) @ w_o  # (..., N, D)
+
+
+def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, fully_masked="raise"):
+    """Multi-head cross-attention: queries from ``x_q``, keys and values from ``x_kv``.
+
+    x_q : (..., Nq, D); x_kv : (..., Nk, D); w_q : (D, D); w_kv : (D, 2D), the
+    k and v projections side by side in that order; w_o : (D, D).
+    mask : bool, True = may attend, broadcastable to (..., NH, Nq, Nk).
+    Returns (..., Nq, D).
+    """
+    x_q = _as_float_array(x_q, "x_q")
+    x_kv = _as_float_array(x_kv, "x_kv")
+    if x_q.ndim < 2 or x_kv.ndim < 2:
+        raise ValueError(f"x_q and x_kv must be (..., N, D), got {x_q.shape} and {x_kv.shape}")
+    d = x_q.shape[-1]
+    if x_kv.shape[-1] != d:
+        raise ValueError(f"x_q and x_kv must have the same width D: {x_q.shape} vs {x_kv.shape}")
+    w_q = _check_weight(w_q, "w_q", (d, d))
+    w_kv = _check_weight(w_kv, "w_kv", (d, 2 * d))
+    w_o = _check_weight(w_o, "w_o", (d, d))
+    q = split_heads(x_q @ w_q, n_heads)  # (..., NH, Nq, HS)
+    k, v = (split_heads(t, n_heads) for t in np.split(x_kv @ w_kv, 2, axis=-1))  # (..., NH, Nk, HS)
+    out, _ = scaled_dot_product_attention(q, k, v, mask, fully_masked=fully_masked)
+    return merge_heads(out) @ w_o  # (..., Nq, D)

@@ -1,0 +1,72 @@
+"""The site builds with zero warnings and loads nothing from another host."""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# An attribute value that points at another host: http(s)://... or protocol-relative //...
+EXTERNAL = re.compile(r"""(?:src|href)\s*=\s*["'](?:https?:)?//""", re.I)
+CSS_EXTERNAL = re.compile(r"""url\(\s*["']?(?:https?:)?//""", re.I)
+# Tags whose src/href the browser fetches by itself (a plain <a href> link is not fetched).
+FETCHING = re.compile(r"""<(script|link|img|iframe|source|video|audio|embed)\b[^>]*>""", re.I | re.S)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """Build the book once into a temporary folder with -W -n --keep-going."""
+    out = tmp_path_factory.mktemp("site")
+    src = out / "src"
+    ignore = shutil.ignore_patterns(".venv", "_build", ".git", "__pycache__", ".pytest_cache", ".hypothesis")
+    shutil.copytree(ROOT, src, ignore=ignore)
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    log = proc.stdout + proc.stderr
+    return {"returncode": proc.returncode, "log": log, "html": src / "_build" / "html"}
+
+
+def test_site_builds_with_zero_warnings(site):
+    assert site["returncode"] == 0, site["log"][-4000:]
+    warnings = [line for line in site["log"].splitlines() if "WARNING" in line or "ERROR" in line]
+    assert not warnings, "\n".join(warnings)
+    assert (site["html"] / "index.html").exists()
+
+
+def test_every_toc_page_is_built(site):
+    toc = (ROOT / "_toc.yml").read_text()
+    for name in re.findall(r"file:\s*(\S+)", toc) + [re.search(r"root:\s*(\S+)", toc).group(1)]:
+        assert (site["html"] / f"{name}.html").exists(), f"{name} was not built"
+
+
+def test_no_resource_from_another_host(site):
+    offenders = []
+    for page in site["html"].rglob("*.html"):
+        for tag in FETCHING.finditer(page.read_text(encoding="utf-8")):
+            if EXTERNAL.search(tag.group(0)):
+                offenders.append(f"{page.relative_to(site['html'])}: {tag.group(0)[:160]}")
+    for css in site["html"].rglob("*.css"):
+        for m in CSS_EXTERNAL.finditer(css.read_text(encoding="utf-8", errors="replace")):
+            offenders.append(f"{css.relative_to(site['html'])}: {m.group(0)}")
+    assert not offenders, "the site would need the internet:\n" + "\n".join(offenders[:20])
+
+
+def test_mathjax_is_served_locally(site):
+    page = (site["html"] / "chapters" / "01_three_tokens.html").read_text(encoding="utf-8")
+    assert re.search(r"""<script[^>]+src="[./]*_static/mathjax/tex-chtml\.js""", page), "MathJax is not local"
+    assert (site["html"] / "_static" / "mathjax" / "tex-chtml.js").exists()
+
+
+def test_chapter_shows_static_demo_and_collapsed_solutions(site):
+    page = (site["html"] / "chapters" / "01_three_tokens.html").read_text(encoding="utf-8")
+    assert "widget-view" not in page and "jupyter-widgets" not in page, "a live widget leaked onto the static site"
+    assert page.count('class="solution dropdown') >= 3 or page.count("dropdown") >= 3
+    assert page.count("<img") >= 4, "figures are missing"
+    for alt in re.findall(r'<img[^>]*alt="([^"]*)"', page):
+        assert alt.strip(), "an image without alt text"
