@@ -1,0 +1,25 @@
+"""`make outputs` tidying: widget state and widget outputs are removed, nothing else."""
+
+import json
+
+from attnbook import nbtools
+
+
+def test_tidy_removes_widget_state_and_outputs(tmp_path):
+    nb = {
+        "metadata": {"widgets": {"state": {}}, "kernelspec": {"name": "python3"}},
+        "cells": [
+            {"cell_type": "code", "outputs": [
+                {"output_type": "execute_result", "data": {nbtools.WIDGET_MIME: {"model_id": "abc"}, "text/plain": "w"}},
+                {"output_type": "stream", "name": "stdout", "text": "kept"},
+            ]},
+            {"cell_type": "markdown", "source": "x"},
+        ],
+    }
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(nb))
+    assert nbtools.tidy(path)
+    out = json.loads(path.read_text())
+    assert "widgets" not in out["metadata"] and out["metadata"]["kernelspec"] == {"name": "python3"}
+    assert out["cells"][0]["outputs"] == [{"output_type": "stream", "name": "stdout", "text": "kept"}]
+    assert not nbtools.tidy(path), "a second tidy changes nothing"
