@@ -185,3 +185,56 @@ def check_attention(fn: Callable) -> Verdict:
     """Check a learner's ``attention(Q, K, V)`` for one sequence (returns the output,
     or an ``(output, weights)`` tuple)."""
     return run_cases(fn, attention_cases(), "check_attention", pick=_first_if_tuple)
+
+
+# --- Part I: soft lookup and temperature ---
+
+def soft_lookup_cases() -> list[Case]:
+    heights = np.array([175.0, 180.0, 166.0, 170.0])
+    keys = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]])
+    rng = np.random.default_rng(4)
+    k, v, q = rng.normal(size=(5, 3)), rng.normal(size=(5, 2)), rng.normal(size=3)
+    big_q = np.array([0.0, 800.0, 0.0])
+
+    def expect(query, ks, vs):
+        return ref.softmax(ks @ query) @ vs
+
+    cases = [
+        ("the query 'girls' = [0, 10, 0] over the four students' heights", (np.array([0.0, 10.0, 0.0]), keys, heights)),
+        ("a query that matches nobody ([0, 0, 0]): the plain average", (np.zeros(3), keys, heights)),
+        ("5 keys of width 3, values of width 2 (the result has shape (2,))", (q, k, v)),
+        ("one key: the result is that key's value", (q, k[:1], v[:1])),
+        ("large scores (800): exp(800) overflows float64 unless you subtract the maximum", (big_q, keys, heights)),
+    ]
+    return [Case(label, args, expect(*args)) for label, args in cases]
+
+
+def check_soft_lookup(fn: Callable) -> Verdict:
+    """Check a learner's ``soft_lookup(query, keys, values)`` = softmax(keys @ query) @ values
+    for one query vector (d,), keys (n, d) and values (n,) or (n, dv)."""
+    return run_cases(fn, soft_lookup_cases(), "check_soft_lookup")
+
+
+def temperature_softmax_cases() -> list[Case]:
+    z = np.array([1.0, 2.0, 7.0, 12.0, 8.0, 5.0, 2.0, 1.0])
+    rng = np.random.default_rng(5)
+    batch = rng.normal(size=(2, 3, 4))
+    ties = np.array([3.0, 1.0, 3.0])
+    cases = [
+        ("the source's scores [1, 2, 7, 12, 8, 5, 2, 1] at t = 1", (z, 1.0)),
+        ("the same scores at t = 16 (= sqrt(256))", (z, 16.0)),
+        ("a small temperature, t = 0.01 (exp overflows unless you subtract the maximum first)", (z, 0.01)),
+        ("a batch of shape (2, 3, 4) at t = 2, over the last axis", (batch, 2.0)),
+        ("t = 0, the limit: all the weight on the maximum", (z, 0.0)),
+        ("t = 0 with a tie for the maximum: the weight is split equally", (ties, 0.0)),
+    ]
+    return [Case(label, args, ref.softmax(args[0], temperature=args[1])) for label, args in cases]
+
+
+def check_temperature_softmax(fn: Callable) -> Verdict:
+    """Check a learner's ``softmax_t(x, t)`` = softmax(x / t) over the last axis, with
+    t = 0 meaning the limit t -> 0+ (all weight on the maximum, ties split equally)."""
+    return run_cases(fn, temperature_softmax_cases(), "check_temperature_softmax")
+
+
+__all__ += ["check_soft_lookup", "check_temperature_softmax"]

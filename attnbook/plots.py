@@ -155,3 +155,49 @@ def small_multiples(draw: Callable, values: Sequence, *, ncols=None, panel_size=
     if suptitle:
         fig.suptitle(suptitle)
     return fig
+
+
+# --- Part I: soft lookup ---
+
+def lookup_figure(key_labels, scores, weights, values, *, query_label="query", value_fmt="{:g}",
+                  value_name="value", panel_size=(2.9, 2.4)):
+    """The soft lookup for one query in three panels that share the keys down the side:
+    the query's score against each key, the softmax weights, and each key's contribution
+    weight * value, whose sum (the result) is written in the last panel's title.
+
+    ``values`` is 1-D (one number per key). Returns the Figure.
+    """
+    import matplotlib.pyplot as plt
+
+    scores, weights, values = (np.asarray(a, dtype=float) for a in (scores, weights, values))
+    n = len(key_labels)
+    for name, a in (("scores", scores), ("weights", weights), ("values", values)):
+        if a.shape != (n,):
+            raise ValueError(f"{name} must have shape ({n},), one per key, got {a.shape}")
+    contrib = weights * values
+    fig, axes = plt.subplots(1, 3, figsize=(3 * panel_size[0], panel_size[1] + 0.25 * n),
+                             sharey=True, layout="constrained")
+    y = np.arange(n)
+    panels = [
+        (scores, "score  q . k", "{:.2f}", "#8c8c8c"),
+        (weights, "weight = softmax(score)", "{:.3f}", "#3b75af"),
+        (contrib, f"weight x {value_name}", "{:.2f}", "#e08a2c"),
+    ]
+    for ax, (data, title, fmt, colour) in zip(axes, panels):
+        ax.barh(y, data, color=colour)
+        span = max(np.abs(data).max(), 1e-12)
+        for yi, d in zip(y, data):
+            ax.text(d + 0.02 * span, yi, fmt.format(d), va="center", ha="left", fontsize=8)
+        ax.set_xlim(min(0.0, data.min() * 1.1), span * 1.35)
+        ax.set_title(title, fontsize=10)
+        ax.tick_params(axis="y", length=0)
+    labels = [f"{k} ({value_fmt.format(v)})" for k, v in zip(key_labels, values)]
+    axes[0].set_yticks(y, labels)
+    axes[0].invert_yaxis()
+    axes[0].set_ylabel(f"key ({value_name})")
+    axes[2].set_title(f"weight x {value_name}\nsum = {value_fmt.format(contrib.sum())}", fontsize=10)
+    fig.suptitle(f"soft lookup for the query '{query_label}'")
+    return fig
+
+
+__all__ += ["lookup_figure"]
