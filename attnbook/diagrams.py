@@ -33,24 +33,28 @@ PALETTE = {
 
 
 def draw_grid(ax, x, y, rows, cols, *, cell=0.32, color="#cccccc", label=None, shape=True,
-              row_labels=None, edge="#333333"):
+              row_labels=None, col_labels=None, edge="#333333"):
     """Draw a rows x cols block of cells with its lower-left corner at (x, y).
 
     The label goes above, the shape ``(rows, cols)`` below, row labels to the
-    left. Returns (width, height) in data units.
+    left, column labels just above the block. Returns (width, height) in data units.
     """
     w, h = cols * cell, rows * cell
     for i in range(rows):
         for j in range(cols):
             ax.add_patch(Rectangle((x + j * cell, y + h - (i + 1) * cell), cell, cell,
                                    facecolor=color, edgecolor=edge, linewidth=0.8))
+    if col_labels:
+        for j, name in enumerate(col_labels):
+            ax.text(x + (j + 0.5) * cell, y + h + 0.05, name, ha="center", va="bottom", fontsize=10)
     if label:
-        ax.text(x + w / 2, y + h + 0.12, label, ha="center", va="bottom", fontsize=11, fontweight="bold")
+        lift = 0.32 if col_labels else 0.12
+        ax.text(x + w / 2, y + h + lift, label, ha="center", va="bottom", fontsize=13)
     if shape:
-        ax.text(x + w / 2, y - 0.1, f"({rows}, {cols})", ha="center", va="top", fontsize=9, color="#333333")
+        ax.text(x + w / 2, y - 0.1, f"({rows}, {cols})", ha="center", va="top", fontsize=10, color="#333333")
     if row_labels:
         for i, name in enumerate(row_labels):
-            ax.text(x - 0.08, y + h - (i + 0.5) * cell, name, ha="right", va="center", fontsize=9)
+            ax.text(x - 0.08, y + h - (i + 0.5) * cell, name, ha="right", va="center", fontsize=10)
     return w, h
 
 
@@ -63,39 +67,41 @@ def _arrow(ax, start, end, text=None, *, offset=0.12):
 
 def pipeline_three_tokens():
     """The three-token example as blocks: X -> Q, K, V -> scores -> weights -> output."""
-    fig, ax = plt.subplots(figsize=(10.5, 3.6))
+    fig, ax = plt.subplots(figsize=(9.6, 3.5))
     ax.set_xlim(0, 12.2)
     ax.set_ylim(-0.6, 3.7)
     ax.set_axis_off()
     tokens = ["A", "B", "C"]
     c = 0.32
     # X
-    draw_grid(ax, 0.45, 1.1, 3, 4, color=PALETTE["x"], label="X", row_labels=tokens)
+    draw_grid(ax, 0.45, 1.1, 3, 4, color=PALETTE["x"], label="$X$", row_labels=tokens)
     # Q, K, V stacked
     ys = {"Q": 2.45, "K": 1.1, "V": -0.25}
     for name, y in ys.items():
-        draw_grid(ax, 3.0, y, 3, 2, color=PALETTE[name.lower()], label=None, shape=False)
-        ax.text(3.0 + 2 * c + 0.12, y + 1.5 * c, f"{name}  (3, 2)", ha="left", va="center", fontsize=10)
-        _arrow(ax, (0.45 + 4 * c + 0.1, 1.1 + 1.5 * c), (2.9, y + 1.5 * c))
-    ax.text(2.25, 3.3, r"$XW^Q,\ XW^K,\ XW^V$" + "\n(each W is 4 x 2)", ha="center", va="bottom", fontsize=9)
+        draw_grid(ax, 3.0, y, 3, 2, color=PALETTE[name.lower()], label=None, shape=False, row_labels=tokens)
+        ax.text(3.0 + 2 * c + 0.12, y + 1.5 * c, f"${name}$  (3, 2)", ha="left", va="center", fontsize=12)
+        _arrow(ax, (0.45 + 4 * c + 0.1, 1.1 + 1.5 * c), (2.72, y + 1.5 * c))
+    ax.text(1.45, 3.1, r"$XW^Q,\ XW^K,\ XW^V$" + "\n(each W is 4 x 2)", ha="center", va="bottom", fontsize=10)
     # scores
-    draw_grid(ax, 5.6, 1.1, 3, 3, color=PALETTE["s"], label=r"$QK^{\mathsf{T}}/\sqrt{2}$", row_labels=tokens)
-    _arrow(ax, (4.55, 2.45 + 1.5 * c), (5.3, 1.1 + 2.5 * c))
-    _arrow(ax, (4.55, 1.1 + 1.5 * c), (5.3, 1.1 + 1.5 * c))
-    ax.text(5.6 + 1.5 * c, 0.8, "rows: queries\ncolumns: keys", ha="center", va="top", fontsize=8, color="#555555")
+    draw_grid(ax, 5.6, 1.1, 3, 3, color=PALETTE["s"], label=r"$S = QK^{\mathsf{T}}/\sqrt{2}$", row_labels=tokens,
+              col_labels=tokens)
+    _arrow(ax, (4.95, 2.45 + 1.5 * c), (5.25, 1.1 + 2.5 * c))
+    _arrow(ax, (4.95, 1.1 + 1.5 * c), (5.3, 1.1 + 1.5 * c))
+    ax.text(5.6 + 1.5 * c, 0.8, "rows: queries\ncolumns: keys", ha="center", va="top", fontsize=10, color="#555555")
     # weights
-    draw_grid(ax, 7.8, 1.1, 3, 3, color=PALETTE["w"], label="softmax of each row", row_labels=tokens)
+    draw_grid(ax, 7.8, 1.1, 3, 3, color=PALETTE["w"], label=r"$A = \mathrm{softmax}(S)$", row_labels=tokens,
+              col_labels=tokens)
     _arrow(ax, (5.6 + 3 * c + 0.1, 1.1 + 1.5 * c), (7.5, 1.1 + 1.5 * c))
-    ax.text(7.8 + 1.5 * c, 0.8, "each row\nsums to 1", ha="center", va="top", fontsize=8, color="#555555")
+    ax.text(7.8 + 1.5 * c, 0.8, "each row\nsums to 1", ha="center", va="top", fontsize=10, color="#555555")
     # output
-    draw_grid(ax, 10.4, 1.1, 3, 2, color=PALETTE["o"], label="weights @ V", row_labels=tokens)
+    draw_grid(ax, 10.4, 1.1, 3, 2, color=PALETTE["o"], label="output $AV$", row_labels=tokens)
     _arrow(ax, (7.8 + 3 * c + 0.1, 1.1 + 1.5 * c), (10.1, 1.1 + 1.5 * c))
     # V goes under everything to the output block
     y_v = -0.25 + 1.5 * c
-    ax.plot([4.55, 10.4 + c], [y_v, y_v], color="#444444", linewidth=1.1)
+    ax.plot([4.95, 10.4 + c], [y_v, y_v], color="#444444", linewidth=1.1)
     _arrow(ax, (10.4 + c, y_v), (10.4 + c, 0.72))
     ax.text(7.4, y_v - 0.06, "V supplies the values that the weights mix", ha="center", va="top",
-            fontsize=8, color="#555555")
+            fontsize=10, color="#555555")
     fig.tight_layout()
     return fig
 

@@ -92,7 +92,7 @@ def heatmap(data, row_labels=None, col_labels=None, *, ax=None, title=None, hidd
                     continue
                 frac = 0.5 if hi == lo else (value - lo) / (hi - lo)
                 colour = "black" if frac > 0.6 else "white"
-                ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=8, color=colour)
+                ax.text(j, i, fmt.format(value), ha="center", va="center", fontsize=9, color=colour)
     if colorbar:
         cb = ax.figure.colorbar(im, ax=ax, shrink=0.85)
         if cbar_label:
