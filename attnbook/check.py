@@ -238,3 +238,102 @@ def check_temperature_softmax(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_soft_lookup", "check_temperature_softmax"]
+# --- Part II: self-attention, masking, cross-attention ---
+
+__all__ += ["check_self_attention_batched", "check_causal_mask", "check_padding_mask",
+            "check_cross_attention"]
+
+
+def _reference_self_attention(x, w_q, w_k, w_v):
+    return ref.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)[0]
+
+
+def self_attention_cases() -> list[Case]:
+    rng = np.random.default_rng(4)
+    d, hs, dv = 6, 4, 5
+    w_q, w_k, w_v = rng.normal(size=(d, hs)), rng.normal(size=(d, hs)), rng.normal(size=(d, dv))
+    w_v4 = rng.normal(size=(d, hs))
+    x3 = rng.normal(size=(3, 5, d))
+    x1 = rng.normal(size=(1, 4, d))
+    x2d = rng.normal(size=(5, d))
+    xone = rng.normal(size=(2, 1, d))
+    out = []
+    for label, args in [
+        ("a batch: x (3, 5, 6), weights (6, 4), dv = dk = 4", (x3, w_q, w_k, w_v4)),
+        ("a batch of one: x (1, 4, 6)", (x1, w_q, w_k, w_v4)),
+        ("no batch axis: x (5, 6) must give (5, 4)", (x2d, w_q, w_k, w_v4)),
+        ("value width differs: W_v (6, 5), so the output is (3, 5, 5)", (x3, w_q, w_k, w_v)),
+        ("sequences of one token: x (2, 1, 6)", (xone, w_q, w_k, w_v4)),
+    ]:
+        out.append(Case(label, args, _reference_self_attention(*args)))
+    return out
+
+
+def check_self_attention_batched(fn: Callable) -> Verdict:
+    """Check a learner's ``self_attention(x, W_q, W_k, W_v)`` for x of shape (B, N, D) or (N, D)
+    (returns the output, or an ``(output, weights)`` tuple)."""
+    return run_cases(fn, self_attention_cases(), "check_self_attention_batched", pick=_first_if_tuple)
+
+
+def _require_bool(fn: Callable) -> Callable:
+    """Wrap a mask builder so that a non-boolean mask is reported with the book's convention."""
+    def wrapped(*args, **kwargs):
+        m = fn(*args, **kwargs)
+        dtype = getattr(m, "dtype", None)
+        if dtype != bool:
+            raise TypeError(
+                f"the mask must be a boolean array (True = may attend), got "
+                f"{type(m).__name__} with dtype {dtype}; add .astype(bool) or build it with dtype=bool"
+            )
+        return m
+    return wrapped
+
+
+def causal_mask_cases() -> list[Case]:
+    return [Case(f"n = {n}" + (" (an empty sequence: shape (0, 0))" if n == 0 else ""), (n,), ref.causal_mask(n))
+            for n in (3, 1, 6, 0)]
+
+
+def check_causal_mask(fn: Callable) -> Verdict:
+    """Check a learner's ``causal_mask(n)``: a boolean (n, n) array, True where query i may see key j."""
+    return run_cases(_require_bool(fn), causal_mask_cases(), "check_causal_mask")
+
+
+def padding_mask_cases() -> list[Case]:
+    return [
+        Case("lengths [3, 5] padded to n = 5 (shape (2, 1, 5): hides key columns)", (np.array([3, 5]), 5),
+             ref.padding_mask([3, 5], 5)),
+        Case("lengths [2, 4, 1] padded to n = 4", (np.array([2, 4, 1]), 4), ref.padding_mask([2, 4, 1], 4)),
+        Case("one sequence with no padding: lengths [4], n = 4", (np.array([4]), 4), ref.padding_mask([4], 4)),
+        Case("lengths [5, 0]: an empty sequence has every key hidden", (np.array([5, 0]), 5),
+             ref.padding_mask([5, 0], 5)),
+    ]
+
+
+def check_padding_mask(fn: Callable) -> Verdict:
+    """Check a learner's ``padding_mask(lengths, n)``: boolean, shape (B, 1, n), True = a real key."""
+    return run_cases(_require_bool(fn), padding_mask_cases(), "check_padding_mask")
+
+
+def cross_attention_cases() -> list[Case]:
+    rng = np.random.default_rng(5)
+    d, hs, dv = 6, 4, 3
+    w_q, w_k, w_v = rng.normal(size=(d, hs)), rng.normal(size=(d, hs)), rng.normal(size=(d, dv))
+    xq, xv = rng.normal(size=(2, 3, d)), rng.normal(size=(2, 5, d))
+    out = []
+    for label, args in [
+        ("a batch: xq (2, 3, 6) against xv (2, 5, 6); the output is (2, 3, 3)", (xq, xv, w_q, w_k, w_v)),
+        ("more queries than keys: xq (2, 5, 6), xv (2, 3, 6)", (xv, xq, w_q, w_k, w_v)),
+        ("no batch axis: xq (3, 6), xv (5, 6)", (xq[0], xv[0], w_q, w_k, w_v)),
+        ("a single query: xq (2, 1, 6)", (xq[:, :1], xv, w_q, w_k, w_v)),
+    ]:
+        x_q, x_v = args[0], args[1]
+        expected = ref.scaled_dot_product_attention(x_q @ w_q, x_v @ w_k, x_v @ w_v)[0]
+        out.append(Case(label, args, expected))
+    return out
+
+
+def check_cross_attention(fn: Callable) -> Verdict:
+    """Check a learner's ``cross_attention(xq, xv, W_q, W_k, W_v)``: queries from xq, keys and
+    values from xv (returns the output, or an ``(output, weights)`` tuple)."""
+    return run_cases(fn, cross_attention_cases(), "check_cross_attention", pick=_first_if_tuple)

@@ -1,6 +1,7 @@
 """Notebook housekeeping used by `make outputs`.
 
-``python -m attnbook.nbtools tidy NOTEBOOK...`` removes what executing a
+``python -m attnbook.nbtools tidy NOTEBOOK...`` joins consecutive pieces of
+one cell's printed output (their split depends on timing) and removes what executing a
 slider cell stores: the widget state in the notebook's metadata and the widget
 output of the cell (it carries a random model id, so keeping it would change
 the file on every run). The site has no kernel to drive a slider, and with
@@ -20,6 +21,29 @@ __all__ = ["tidy", "WIDGET_MIME"]
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 
+def _text(output):
+    text = output.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def _merge_streams(outputs):
+    """Join consecutive stream outputs of the same stream into one.
+
+    How a kernel's prints are cut into messages depends on timing, so the
+    same cell can be stored as one stream output on one run and two on the
+    next; joining them makes re-execution give the same file.
+    """
+    merged = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (out.get("output_type") == "stream" and prev is not None
+                and prev.get("output_type") == "stream" and prev.get("name") == out.get("name")):
+            merged[-1] = {**prev, "text": _text(prev) + _text(out)}
+        else:
+            merged.append(out)
+    return merged
+
+
 def tidy(path) -> bool:
     """Strip stored widget state and widget outputs from one notebook in place.
 
@@ -30,8 +54,8 @@ def tidy(path) -> bool:
     changed = nb.get("metadata", {}).pop("widgets", None) is not None
     for cell in nb.get("cells", []):
         outputs = cell.get("outputs", [])
-        kept = [o for o in outputs if WIDGET_MIME not in o.get("data", {})]
-        if len(kept) != len(outputs):
+        kept = _merge_streams([o for o in outputs if WIDGET_MIME not in o.get("data", {})])
+        if kept != outputs:
             cell["outputs"] = kept
             changed = True
     if changed:
@@ -46,7 +70,7 @@ def main(argv=None):
         return 2
     for p in argv[1:]:
         if tidy(p):
-            print(f"tidied {p}: removed stored widget state and widget outputs")
+            print(f"tidied {p}")
     return 0
 
 
