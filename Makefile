@@ -10,7 +10,7 @@
 #   make slides    export every chapter as reveal.js slides into slides/
 #   make student   student copies (solutions removed) into student/, ready to hand out
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
-#   make clean     remove the built site; `make distclean` also removes .venv
+#   make clean     remove the built site, slides/ and student/; `make distclean` also .venv
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
 # folder of wheels made once with `pip download -r requirements.txt -d wheelhouse`.
