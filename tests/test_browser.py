@@ -11,8 +11,9 @@ blocked and counted, and the tests below check what it saw:
 - every internal link points at a file of the site, and every #anchor at an id on it;
 - no empty output box and no widget JavaScript (the site shows the static demos);
 - the built-in search finds a chapter by its title;
-- in dark mode every figure keeps an opaque light background (screenshots of chapter 01
-  in light and dark mode are saved in _build/screenshots/ to look at);
+- every figure has an opaque light background, so it reads the same in dark mode; chapter 01
+  really turns dark in dark mode (screenshots in light and dark mode are saved in
+  _build/screenshots/ to look at);
 - every chapter page (HTML plus its images) stays under 1.5 MB; a page-weight table is
   printed at the end of the run (theme assets counted once).
 
@@ -210,7 +211,10 @@ def visits(browser, base_url, html):
     """Visit every page once, in light mode. Returns {path: collected data} and the recorder."""
     start = time.perf_counter()
     rec = Recorder(browser, base_url, color_scheme="light", viewport={"width": 1100, "height": 900})
-    seen = {path: rec.visit(path) for path in site_pages(html)}
+    seen = {}
+    for path in site_pages(html):
+        seen[path] = rec.visit(path)
+        seen[path]["figures"] = rec.page.evaluate(FIGURE_BACKGROUNDS)["figures"]
     rec.close()
     return {"pages": seen, "rec": rec, "seconds": time.perf_counter() - start}
 
@@ -348,6 +352,21 @@ def test_search_finds_the_chapter(browser, base_url, html, query, expected):
         rec.close()
     assert expected in results[:3], f"search for {query!r}: {expected} is not among the first results {results[:5]}"
     assert not rec.blocked and not rec.failed
+
+
+def test_every_figure_has_an_opaque_light_background(visits):
+    """So that it reads the same in dark mode (the book style saves figures on opaque white)."""
+    problems = []
+    for path, data in visits["pages"].items():
+        for fig in data["figures"]:
+            # 255 is fully opaque; scaling to the 64x64 canvas may blend an edge pixel a little
+            if fig["minAlpha"] < 250:
+                problems.append(f"{path}: {fig['src']} has transparent pixels (min alpha {fig['minAlpha']})")
+            if fig["cornerLuminance"] < 200:
+                problems.append(f"{path}: {fig['src']} has no light background (corner luminance "
+                                f"{fig['cornerLuminance']:.0f})")
+    assert not problems, "\n".join(problems)
+    assert visits["pages"][CHAPTER]["figures"], "no figures found on chapter 01"
 
 
 def test_chapter_in_light_and_dark_mode(browser, base_url):
