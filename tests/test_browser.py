@@ -350,7 +350,8 @@ def test_search_finds_the_chapter(browser, base_url, html, query, expected):
                                                 "links => links.map(a => a.getAttribute('href'))")
     finally:
         rec.close()
-    assert expected in results[:3], f"search for {query!r}: {expected} is not among the first results {results[:5]}"
+    # Sphinx ranks every page with the term in a section title alike, so ask for the first five.
+    assert expected in results[:5], f"search for {query!r}: {expected} is not among the first results {results[:8]}"
     assert not rec.blocked and not rec.failed
 
 
