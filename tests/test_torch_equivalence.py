@@ -101,7 +101,7 @@ def test_multihead_module_and_nn_multiheadattention_match_answer_key(seed):
     n = x.shape[1]
     # A padded batch under a causal mask: the first key is always allowed, so no row is empty.
     keep = ref.padding_mask(lengths, n)[:, None] & ref.causal_mask(n)  # (B, 1, N, N)
-    expected = ref.multihead_attention(x, w_qkv, w_o, nh, keep)
+    expected = ref.multihead_attention(x, w_qkv, w_o, nh, keep[:, 0])  # (B, N, N): every head
     ours, _ = ta.from_answer_key(w_qkv, w_o, nh)(t(x), t(keep, torch.bool))
     np.testing.assert_allclose(ours.detach().numpy(), expected, **TIGHT)
 
