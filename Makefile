@@ -3,6 +3,7 @@
 #
 #   make book      build the site into _build/html (zero warnings allowed)
 #   make test      run the whole suite: notebooks (nbval), helper package, site
+#   make torch     add PyTorch (requirements-torch.txt) for the PyTorch chapter
 #   make lab       JupyterLab on the notebooks
 #   make serve     serve the built site on http://127.0.0.1:$(PORT)
 #   make outputs   re-execute every notebook in place (after an edit); first puts each
@@ -31,7 +32,7 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs slides student figures clean distclean venv
+.PHONY: book test lab serve outputs slides student figures clean distclean venv torch
 
 venv: $(STAMP)
 
@@ -39,6 +40,14 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+# Optional: PyTorch, for chapters/10_pytorch.ipynb (without it, `make test` skips that chapter).
+TORCH_STAMP := $(VENV)/.installed-torch
+torch: $(TORCH_STAMP)
+
+$(TORCH_STAMP): requirements-torch.txt | $(STAMP)
+	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements-torch.txt
 	@touch $@
 
 book: $(STAMP)

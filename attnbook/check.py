@@ -459,3 +459,69 @@ def check_merge_heads(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_multihead_list", "check_split_heads", "check_merge_heads"]
+# --- PyTorch chapter ---
+# These checkers import torch only when called, so this module still imports without it.
+
+def _torch_call(fn):
+    """Wrap a learner's torch function so run_cases can feed it NumPy arrays and compare NumPy results."""
+    import torch
+
+    def to_torch(a):
+        if isinstance(a, np.ndarray):
+            return torch.from_numpy(a.copy())  # float64 stays float64; bool stays bool
+        return a
+
+    def to_numpy(r):
+        if isinstance(r, tuple):
+            return tuple(to_numpy(x) for x in r)
+        if isinstance(r, torch.Tensor):
+            return r.detach().cpu().numpy()
+        return r
+
+    def call(*args, **kwargs):
+        result = fn(*(to_torch(a) for a in args), **kwargs)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"return a tuple (output, weights); got {type(result).__name__}")
+        return to_numpy(result)
+
+    return call
+
+
+def torch_attention_cases() -> list[Case]:
+    rng = np.random.default_rng(10)
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 6))
+    pad = ref.padding_mask(np.array([5, 3]), 5)  # (2, 1, 5): the second sequence has 2 padded keys
+    causal = ref.causal_mask(4)
+    x = rng.normal(size=(1, 2, 4, 3))  # (B, NH, N, HS)
+    one_empty = np.ones((3, 5), dtype=bool)
+    one_empty[1] = False  # query 1 may attend to nothing
+    zero_len = ref.padding_mask(np.array([0, 2]), 5)  # a sequence that is all padding
+    cases = [
+        ("no mask: 3 queries, 5 keys, dk = 4, dv = 6", (q, k, v, None), {}),
+        ("a padding mask (True = may attend) hiding the last 2 keys of sequence 2", (q, k, v, pad), {}),
+        ("a causal mask on 2 heads of 4 tokens", (x, x, x, causal), {}),
+        ("query 1 has every key masked: its weights and output must be 0, not nan", (q, k, v, one_empty), {}),
+        ("a sequence that is all padding: every one of its rows is fully masked", (q, k, v, zero_len), {}),
+    ]
+    out = []
+    for label, args, kwargs in cases:
+        expected = ref.scaled_dot_product_attention(*args, fully_masked="zeros")
+        out.append(Case(label, args, expected, kwargs))
+    return out
+
+
+def check_torch_attention(fn: Callable) -> Verdict:
+    """Check a learner's PyTorch ``attention(q, k, v, mask)`` returning ``(output, weights)``:
+    mask True = may attend; a fully masked query gets zero weights and a zero output."""
+    wrapped = _torch_call(fn)
+    cases = torch_attention_cases()
+    for part, index in (("output", 0), ("weights", 1)):
+        part_cases = [Case(f"{c.label} [{part}]", c.args, c.expected[index], c.kwargs) for c in cases]
+        verdict = run_cases(wrapped, part_cases, f"check_torch_attention ({part})",
+                            pick=lambda r, i=index: r[i], rtol=1e-5, atol=1e-6)
+        if not verdict:
+            return Verdict(False, "check_torch_attention")
+    return Verdict(True, "check_torch_attention")
+
+
+__all__ += ["check_torch_attention"]
