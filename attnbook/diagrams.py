@@ -130,13 +130,14 @@ def main(argv=None):
 
 # --- multi-head attention (Part III) ---
 # Diagrams of the chapters on multi-head attention and on vectorising across
-# heads. The example is one sequence of N = 4 tokens (A, B, C, D) of width
-# D = 6, split into NH = 3 heads of HS = 2. A cell's text names where it came
-# from: "B3" is token B, column 3 of the (N, D) array; its colour is the head
+# heads. The example is one sequence of N = 4 tokens (a, b, c, d: lowercase, so
+# that they do not read as the sizes B and D) of width D = 6, split into NH = 3
+# heads of HS = 2. A cell's text names where it came
+# from: "b3" is token b, column 3 of the (N, D) array; its colour is the head
 # that column belongs to (columns 0-1 head 0, 2-3 head 1, 4-5 head 2).
 
 HEAD_COLOURS = ["#8fb8de", "#f2b880", "#b9a3dc", "#9ccf9c"]  # blue, orange, purple, green
-_TOK = ["A", "B", "C", "D"]
+_TOK = ["a", "b", "c", "d"]
 _N, _NH, _HS = 4, 3, 2
 _D = _NH * _HS
 
@@ -282,12 +283,13 @@ def head_columns():
         xt = xs + t * (_HS * cw + 0.32)
         sw, sh = _cells(ax, xt, top, tx, tc)
         ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
+        ax.text(xt + sw / 2, top - sh - 0.05, f"({_NH}, {_HS})", ha="center", va="top", fontsize=10)
         if t == 0:
             for hh in range(_NH):
                 ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
     ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})",
             ha="center", va="bottom", fontsize=11, fontweight="bold")
-    ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top - _NH * ch - 0.08,
+    ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top - _NH * ch - 0.32,
             "each token's row, cut into NH rows of HS", ha="center", va="top", fontsize=10)
     _legend(ax, 2.9, 0.22)
     return fig
@@ -304,13 +306,14 @@ def split_transpose():
         xt = x0 + t * (_HS * cw + 0.25)
         sw, sh = _cells(ax, xt, top, tx, tc)
         ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
+        ax.text(xt + sw / 2, top - sh - 0.05, f"({_NH}, {_HS})", ha="center", va="top", fontsize=10)
         if t == 0:
             for hh in range(_NH):
                 ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
     width_in = _N * (_HS * cw + 0.25) - 0.25
     ax.text(x0 + width_in / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})", ha="center", va="bottom",
             fontsize=11, fontweight="bold")
-    ax.text(x0 + width_in / 2, top - _NH * ch - 0.1, "indexed [token, head, :]", ha="center", va="top", fontsize=10)
+    ax.text(x0 + width_in / 2, top - _NH * ch - 0.34, "indexed [token, head, :]", ha="center", va="top", fontsize=10)
     xa = x0 + width_in + 0.2
     _arrow(ax, (xa, top - 0.6), (xa + 1.0, top - 0.6))
     ax.text(xa + 0.5, top - 0.5, "transpose", ha="center", va="bottom", fontsize=10)
@@ -328,7 +331,7 @@ def split_transpose():
     ax.text(xs + width_out / 2, top + 0.38, f"(NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center", va="bottom",
             fontsize=11, fontweight="bold")
     ax.text(4.8, 0.5, "Row h of every token's slice goes to head h, in token order: "
-            "head 1's matrix is the orange rows A2 A3, B2 B3, C2 C3, D2 D3.", ha="center", va="center",
+            "head 1's matrix is the orange rows a2 a3, b2 b3, c2 c3, d2 d3.", ha="center", va="center",
             fontsize=10.5, color="#333333")
     _legend(ax, 2.9, 0.18)
     return fig
@@ -345,6 +348,7 @@ def merge_heads_diagram():
         xh = x0 + hh * (_HS * cw + 0.35)
         bw, bh = _cells(ax, xh, top, hx, hc)
         ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        ax.text(xh + bw / 2, top - bh - 0.06, f"({_N}, {_HS})", ha="center", va="top", fontsize=10)
         for t in range(_N):
             ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
     width_in = _NH * (_HS * cw + 0.35) - 0.35
@@ -386,13 +390,13 @@ def wrong_reshape():
             fontweight="bold")
     flat = [(t, col) for t in range(_N) for col in range(_D)]
 
-    def heads_row(top, title, cells_of, note):
+    def heads_row(top, title, cells_of, note, quote):
         xs = x0 + w + 1.6
         for hh in range(_NH):
             tx, tc = cells_of(hh)
             xh = xs + hh * (_HS * cw + 0.45)
             bw, bh = _cells(ax, xh, top, tx, tc)
-            ax.text(xh + bw / 2, top + 0.06, f"'head {hh}'", ha="center", va="bottom", fontsize=10)
+            ax.text(xh + bw / 2, top + 0.06, f"'head {hh}'" if quote else f"head {hh}", ha="center", va="bottom", fontsize=10)
             for r in range(_N):
                 ax.text(xh - 0.05, top - (r + 0.5) * ch, f"{r}", ha="right", va="center", fontsize=9,
                         color="#555555")
@@ -411,9 +415,9 @@ def wrong_reshape():
 
     top_r, top_w = 4.75, 2.3
     xs = heads_row(top_r, "right: reshape to (N, NH, HS), then transpose", right,
-                   "each head holds its own columns of every token")
+                   "each head holds its own columns of every token", quote=False)
     heads_row(top_w, "wrong: reshape straight to (NH, N, HS)", wrong,
-              "'head 0' holds all of token A and part of B; rows are no longer tokens")
+              "'head 0' holds all of token a and part of b; rows are no longer tokens", quote=True)
     for top in (top_r, top_w):
         _arrow(ax, (x0 + w + 0.15, top_src - h / 2), (xs - 0.45, top - _N * ch / 2))
     ax.text(4.8, 0.3, "Both results have shape (3, 4, 2); only the colours and labels show the difference.",

@@ -56,7 +56,9 @@ def _merge_streams(outputs):
         prev = merged[-1] if merged else None
         if (out.get("output_type") == "stream" and prev is not None
                 and prev.get("output_type") == "stream" and prev.get("name") == out.get("name")):
-            merged[-1] = {**prev, "text": _text(prev) + _text(out)}
+            # stored as a list of lines, the form nbformat writes, so a joined output and one
+            # that arrived whole are stored alike
+            merged[-1] = {**prev, "text": (_text(prev) + _text(out)).splitlines(keepends=True)}
         else:
             merged.append(out)
     return merged

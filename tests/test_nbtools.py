@@ -36,4 +36,5 @@ def test_tidy_joins_split_streams(tmp_path):
     path.write_text(json.dumps(nb))
     assert nbtools.tidy(path)
     outs = json.loads(path.read_text())["cells"][0]["outputs"]
-    assert [(o["name"], o["text"]) for o in outs] == [("stdout", "a\nbc\n"), ("stderr", "e\n"), ("stdout", "d\n")]
+    assert [(o["name"], o["text"]) for o in outs] == [("stdout", ["a\n", "bc\n"]), ("stderr", "e\n"),
+                                                      ("stdout", "d\n")]
