@@ -3,11 +3,15 @@
 #
 #   make book      build the site into _build/html (zero warnings allowed)
 #   make test      run the whole suite: notebooks (nbval), helper package, site
+#   make torch     add PyTorch (requirements-torch.txt) for the PyTorch chapter
 #   make lab       JupyterLab on the notebooks
 #   make serve     serve the built site on http://127.0.0.1:$(PORT)
-#   make outputs   re-execute every notebook in place (after an edit)
+#   make outputs   re-execute every notebook in place (after an edit); first puts each
+#                  chapter in shape (bootstrap cell, slide metadata: attnbook.nbtools prepare)
+#   make slides    export every chapter as reveal.js slides into slides/
+#   make student   student copies (solutions removed) into student/, ready to hand out
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
-#   make clean     remove the built site; `make distclean` also removes .venv
+#   make clean     remove the built site, slides/ and student/; `make distclean` also .venv
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
 # folder of wheels made once with `pip download -r requirements.txt -d wheelhouse`.
@@ -28,7 +32,7 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs figures clean distclean venv
+.PHONY: book test lab serve outputs slides student figures clean distclean venv torch
 
 venv: $(STAMP)
 
@@ -36,6 +40,14 @@ $(STAMP): requirements.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	@touch $@
+
+# Optional: PyTorch, for chapters/10_pytorch.ipynb (without it, `make test` skips that chapter).
+TORCH_STAMP := $(VENV)/.installed-torch
+torch: $(TORCH_STAMP)
+
+$(TORCH_STAMP): requirements-torch.txt | $(STAMP)
+	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements-torch.txt
 	@touch $@
 
 book: $(STAMP)
@@ -55,17 +67,27 @@ serve:
 	$(or $(wildcard $(BIN)/python),$(PYTHON)) -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
 
 outputs: $(STAMP)
+	$(BIN)/python -m attnbook.nbtools prepare $(NOTEBOOKS)
 	$(BIN)/jupyter nbconvert --to notebook --execute --inplace \
 	  --ExecutePreprocessor.timeout=600 \
 	  --ExecutePreprocessor.record_timing=False \
 	  $(NOTEBOOKS)
 	$(BIN)/python -m attnbook.nbtools tidy $(NOTEBOOKS)
 
+slides: $(STAMP)
+	$(BIN)/jupyter nbconvert --to slides --output-dir slides $(NOTEBOOKS)
+	@echo "Slides in slides/ (open a .slides.html in a browser; reveal.js and MathJax come from CDNs)"
+
+student: $(STAMP)
+	rm -rf student
+	$(BIN)/python -m attnbook.nbtools student student $(NOTEBOOKS)
+	@echo "Student copies in student/: hand out the whole folder (notebooks, figures/, attnbook/)"
+
 figures: $(STAMP)
 	$(BIN)/python -m attnbook.diagrams figures
 
 clean:
-	rm -rf _build
+	rm -rf _build slides student
 
 distclean: clean
 	rm -rf $(VENV)

@@ -337,3 +337,191 @@ def check_cross_attention(fn: Callable) -> Verdict:
     """Check a learner's ``cross_attention(xq, xv, W_q, W_k, W_v)``: queries from xq, keys and
     values from xv (returns the output, or an ``(output, weights)`` tuple)."""
     return run_cases(fn, cross_attention_cases(), "check_cross_attention", pick=_first_if_tuple)
+# --- multi-head attention (Part III) ---
+
+def _mha_list_expected(x, W_qs, W_ks, W_vs, W_o, mask=None):
+    """Multi-head attention from lists of per-head matrices (any NH * HS), via the answer key."""
+    outs = [ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, mask)[0] for wq, wk, wv in zip(W_qs, W_ks, W_vs)]
+    return np.concatenate(outs, axis=-1) @ W_o
+
+
+def multihead_list_cases() -> list[Case]:
+    rng = np.random.default_rng(8)
+
+    def heads(nh, d, hs):
+        return [[rng.normal(size=(d, hs)) for _ in range(nh)] for _ in range(3)]
+
+    out = []
+    for label, b, n, d, nh, hs, causal in [
+        ("one head (NH = 1, HS = D = 4), one sequence", 1, 3, 4, 1, 4, False),
+        ("two heads of HS = 4, D = 8", 1, 5, 8, 2, 4, False),
+        ("three heads of HS = 2, D = 8 (NH * HS = 6 is not D)", 1, 4, 8, 3, 2, False),
+        ("a batch of 3 sequences, four heads of HS = 2", 3, 4, 8, 4, 2, False),
+        ("two heads with a causal mask (N, N), the same for every head", 2, 5, 8, 2, 4, True),
+    ]:
+        x = rng.normal(size=(b, n, d))
+        W_qs, W_ks, W_vs = heads(nh, d, hs)
+        W_o = rng.normal(size=(nh * hs, d))
+        kwargs = {"mask": ref.causal_mask(n)} if causal else {}
+        out.append(Case(label, (x, W_qs, W_ks, W_vs, W_o), _mha_list_expected(x, W_qs, W_ks, W_vs, W_o, **kwargs),
+                        kwargs))
+    return out
+
+
+def check_multihead_list(fn: Callable) -> Verdict:
+    """Check ``fn(x, W_qs, W_ks, W_vs, W_o, mask=None)``: multi-head attention from lists of
+    per-head (D, HS) matrices and the output projection W_o (NH * HS, D); x is (B, N, D).
+    It may return the output or an ``(output, weights)`` tuple."""
+    return run_cases(fn, multihead_list_cases(), "check_multihead_list", pick=_first_if_tuple)
+
+
+def split_heads_cases() -> list[Case]:
+    rng = np.random.default_rng(9)
+    pictured = np.arange(24, dtype=float).reshape(1, 4, 6)  # the diagrams' example: entry = 6 * token + column
+    out = []
+    for label, x, nh in [
+        ("the pictured example: (B, N, D) = (1, 4, 6), 3 heads, x[0, t, c] = 6t + c", pictured, 3),
+        ("a batch (2, 5, 8) into 4 heads of 2", rng.normal(size=(2, 5, 8)), 4),
+        ("(2, 3, 6) into 2 heads of 3", rng.normal(size=(2, 3, 6)), 2),
+        ("one head: (2, 3, 4) -> (2, 1, 3, 4)", rng.normal(size=(2, 3, 4)), 1),
+        ("heads of size 1: (1, 3, 4) into 4 heads", rng.normal(size=(1, 3, 4)), 4),
+    ]:
+        out.append(Case(label, (x, nh), ref.split_heads(x, nh)))
+    return out
+
+
+def merge_heads_cases() -> list[Case]:
+    rng = np.random.default_rng(10)
+    pictured = ref.split_heads(np.arange(24, dtype=float).reshape(1, 4, 6), 3)  # (1, 3, 4, 2)
+    out = []
+    for label, h in [
+        ("the pictured example: (B, NH, N, HS) = (1, 3, 4, 2) -> (1, 4, 6)", pictured),
+        ("(2, 4, 5, 2) -> (2, 5, 8)", rng.normal(size=(2, 4, 5, 2))),
+        ("(2, 2, 3, 3) -> (2, 3, 6)", rng.normal(size=(2, 2, 3, 3))),
+        ("one head: (2, 1, 3, 4) -> (2, 3, 4)", rng.normal(size=(2, 1, 3, 4))),
+    ]:
+        out.append(Case(label, (h,), ref.merge_heads(h)))
+    return out
+
+
+def _reshape_hint(fn, cases, wrong_forms, name):
+    """After a failure: say so if the learner's result is a known wrong form (reshape without transpose)."""
+    for case in cases:
+        try:
+            with np.errstate(all="ignore"):
+                got = np.asarray(fn(*(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in case.args)),
+                                 dtype=float)
+        except Exception:
+            return
+        if _compare(case.expected, got, 1e-6, 1e-9) is None:
+            continue  # this case passed; the hint is about the first case that failed
+        for hint, wrong in wrong_forms(*case.args):
+            if got.shape == wrong.shape and np.array_equal(got, wrong):
+                print(f"    hint: {hint}")
+        return
+
+
+def check_split_heads(fn: Callable) -> Verdict:
+    """Check ``fn(x, n_heads)``: (B, N, D) -> (B, NH, N, HS), head h holding columns h*HS:(h+1)*HS."""
+    cases = split_heads_cases()
+    verdict = run_cases(fn, cases, "check_split_heads")
+
+    def wrong_forms(x, nh):
+        b, n, d = x.shape
+        return [
+            ("your result is x reshaped straight to (B, NH, N, HS), without the transpose. That reads "
+             "the numbers in memory order, so a 'head' gets whole rows of one token and part of the next: "
+             "tokens are mixed across heads. Reshape to (B, N, NH, HS) first, then swap axes 1 and 2.",
+             x.reshape(b, nh, n, d // nh)),
+            ("your result is (B, N, NH, HS): the reshape is right, but axes 1 (N) and 2 (NH) still need to "
+             "be swapped, e.g. with .transpose(0, 2, 1, 3).", x.reshape(b, n, nh, d // nh)),
+        ]
+
+    if not verdict:
+        _reshape_hint(fn, cases, wrong_forms, "check_split_heads")
+    return verdict
+
+
+def check_merge_heads(fn: Callable) -> Verdict:
+    """Check ``fn(h)``: (B, NH, N, HS) -> (B, N, NH * HS), the inverse of split_heads."""
+    cases = merge_heads_cases()
+    verdict = run_cases(fn, cases, "check_merge_heads")
+
+    def wrong_forms(h):
+        b, nh, n, hs = h.shape
+        return [("your result is the heads reshaped straight to (B, N, NH * HS), without the transpose. A "
+                 "token's row then holds several tokens' outputs from one head. Swap axes 1 (NH) and 2 (N) "
+                 "first, giving (B, N, NH, HS), then reshape.", h.reshape(b, n, nh * hs))]
+
+    if not verdict:
+        _reshape_hint(fn, cases, wrong_forms, "check_merge_heads")
+    return verdict
+
+
+__all__ += ["check_multihead_list", "check_split_heads", "check_merge_heads"]
+# --- PyTorch chapter ---
+# These checkers import torch only when called, so this module still imports without it.
+
+def _torch_call(fn):
+    """Wrap a learner's torch function so run_cases can feed it NumPy arrays and compare NumPy results."""
+    import torch
+
+    def to_torch(a):
+        if isinstance(a, np.ndarray):
+            return torch.from_numpy(a.copy())  # float64 stays float64; bool stays bool
+        return a
+
+    def to_numpy(r):
+        if isinstance(r, tuple):
+            return tuple(to_numpy(x) for x in r)
+        if isinstance(r, torch.Tensor):
+            return r.detach().cpu().numpy()
+        return r
+
+    def call(*args, **kwargs):
+        result = fn(*(to_torch(a) for a in args), **kwargs)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            raise TypeError(f"return a tuple (output, weights); got {type(result).__name__}")
+        return to_numpy(result)
+
+    return call
+
+
+def torch_attention_cases() -> list[Case]:
+    rng = np.random.default_rng(10)
+    q, k, v = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 6))
+    pad = ref.padding_mask(np.array([5, 3]), 5)  # (2, 1, 5): the second sequence has 2 padded keys
+    causal = ref.causal_mask(4)
+    x = rng.normal(size=(1, 2, 4, 3))  # (B, NH, N, HS)
+    one_empty = np.ones((3, 5), dtype=bool)
+    one_empty[1] = False  # query 1 may attend to nothing
+    zero_len = ref.padding_mask(np.array([0, 2]), 5)  # a sequence that is all padding
+    cases = [
+        ("no mask: 3 queries, 5 keys, dk = 4, dv = 6", (q, k, v, None), {}),
+        ("a padding mask (True = may attend) hiding the last 2 keys of sequence 2", (q, k, v, pad), {}),
+        ("a causal mask on 2 heads of 4 tokens", (x, x, x, causal), {}),
+        ("query 1 has every key masked: its weights and output must be 0, not nan", (q, k, v, one_empty), {}),
+        ("a sequence that is all padding: every one of its rows is fully masked", (q, k, v, zero_len), {}),
+    ]
+    out = []
+    for label, args, kwargs in cases:
+        expected = ref.scaled_dot_product_attention(*args, fully_masked="zeros")
+        out.append(Case(label, args, expected, kwargs))
+    return out
+
+
+def check_torch_attention(fn: Callable) -> Verdict:
+    """Check a learner's PyTorch ``attention(q, k, v, mask)`` returning ``(output, weights)``:
+    mask True = may attend; a fully masked query gets zero weights and a zero output."""
+    wrapped = _torch_call(fn)
+    cases = torch_attention_cases()
+    for part, index in (("output", 0), ("weights", 1)):
+        part_cases = [Case(f"{c.label} [{part}]", c.args, c.expected[index], c.kwargs) for c in cases]
+        verdict = run_cases(wrapped, part_cases, f"check_torch_attention ({part})",
+                            pick=lambda r, i=index: r[i], rtol=1e-5, atol=1e-6)
+        if not verdict:
+            return Verdict(False, "check_torch_attention")
+    return Verdict(True, "check_torch_attention")
+
+
+__all__ += ["check_torch_attention"]

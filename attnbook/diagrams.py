@@ -128,5 +128,311 @@ def main(argv=None):
         print(f"wrote {out / name}")
 
 
+# --- multi-head attention (Part III) ---
+# Diagrams of the chapters on multi-head attention and on vectorising across
+# heads. The example is one sequence of N = 4 tokens (A, B, C, D) of width
+# D = 6, split into NH = 3 heads of HS = 2. A cell's text names where it came
+# from: "B3" is token B, column 3 of the (N, D) array; its colour is the head
+# that column belongs to (columns 0-1 head 0, 2-3 head 1, 4-5 head 2).
+
+HEAD_COLOURS = ["#8fb8de", "#f2b880", "#b9a3dc", "#9ccf9c"]  # blue, orange, purple, green
+_TOK = ["A", "B", "C", "D"]
+_N, _NH, _HS = 4, 3, 2
+_D = _NH * _HS
+
+
+def _canvas(width, height):
+    """A figure whose data units are inches: (0, 0) lower left, (width, height) upper right."""
+    fig = plt.figure(figsize=(width, height))
+    ax = fig.add_axes((0, 0, 1, 1))
+    ax.set_xlim(0, width)
+    ax.set_ylim(0, height)
+    ax.set_axis_off()
+    return fig, ax
+
+
+def _cells(ax, x, y, texts, colours, *, cw=0.42, ch=0.34, fontsize=10, edge="#333333"):
+    """Cells with their top-left corner at (x, y); texts/colours are lists of rows. Returns (w, h)."""
+    for i, (row_t, row_c) in enumerate(zip(texts, colours)):
+        for j, (t, c) in enumerate(zip(row_t, row_c)):
+            ax.add_patch(Rectangle((x + j * cw, y - (i + 1) * ch), cw, ch, facecolor=c,
+                                   edgecolor=edge, linewidth=0.7))
+            if t:
+                ax.text(x + (j + 0.5) * cw, y - (i + 0.5) * ch, t, ha="center", va="center",
+                        fontsize=fontsize, color="#111111")
+    return len(texts[0]) * cw, len(texts) * ch
+
+
+def _edges(ax, x, y, w, h, top=None, left=None, *, fontsize=10, colour="#333333"):
+    """Write sizes on the top edge and the left edge of the block whose top-left corner is (x, y)."""
+    if top:
+        ax.text(x + w / 2, y + 0.06, top, ha="center", va="bottom", fontsize=fontsize, color=colour)
+    if left:
+        ax.text(x - 0.07, y - h / 2, left, ha="right", va="center", fontsize=fontsize, color=colour)
+
+
+def _block(ax, x, y, rows, cols, colour, label, *, cell=0.26, top=None, left=None, fontsize=12):
+    """A plain rows x cols block (top-left corner at (x, y)) with a label in its middle."""
+    w, h = _cells(ax, x, y, [[""] * cols for _ in range(rows)], [[colour] * cols for _ in range(rows)],
+                  cw=cell, ch=cell, edge="#666666")
+    ax.add_patch(Rectangle((x, y - h), w, h, fill=False, edgecolor="#222222", linewidth=1.4))
+    ax.text(x + w / 2, y - h / 2, label, ha="center", va="center", fontsize=fontsize, fontweight="bold",
+            color="#111111", bbox=dict(facecolor="white", edgecolor="none", alpha=0.75, pad=1.5))
+    _edges(ax, x, y, w, h, top=top if top is not None else str(cols),
+           left=left if left is not None else str(rows), fontsize=10)
+    return w, h
+
+
+def _sym(ax, x, y, s, fontsize=16):
+    ax.text(x, y, s, ha="center", va="center", fontsize=fontsize, color="#222222")
+
+
+def _label_of(t, col):
+    return f"{_TOK[t]}{col}"
+
+
+def concat_matmul():
+    """(8, 6) @ (6, 2), and the same left factor times two (6, 2) blocks side by side = one (6, 4)."""
+    fig, ax = _canvas(9.6, 3.5)
+    c = 0.22
+    top = 2.85
+    grey, yellow, red, green, purple = "#cfd8e3", "#e8d47a", "#e6a0a0", "#9ccf9c", "#c9b3e0"
+    # left: one product
+    x0 = 0.3
+    _block(ax, x0, top, 8, 6, grey, "X", cell=c)
+    _sym(ax, x0 + 6 * c + 0.25, top - 4 * c, "@")
+    x1 = x0 + 6 * c + 0.75
+    _block(ax, x1, top - c, 6, 2, yellow, "W1", cell=c)
+    _sym(ax, x1 + 2 * c + 0.25, top - 4 * c, "=")
+    x2 = x1 + 2 * c + 0.75
+    _block(ax, x2, top, 8, 2, green, "XW1", fontsize=9, cell=c)
+    ax.text((x0 + x2 + 2 * c) / 2, 3.3, "one product: (8, 6) @ (6, 2)", ha="center", va="center", fontsize=12,
+            fontweight="bold")
+    # right: two products in one
+    ax.plot([4.45, 4.45], [0.6, 3.45], color="#bbbbbb", linewidth=1, linestyle=":")
+    x0 = 4.85
+    _block(ax, x0, top, 8, 6, grey, "X", cell=c)
+    _sym(ax, x0 + 6 * c + 0.25, top - 4 * c, "@")
+    x1 = x0 + 6 * c + 0.75
+    _block(ax, x1, top - c, 6, 2, yellow, "W1", top="", cell=c)
+    _block(ax, x1 + 2 * c, top - c, 6, 2, red, "W2", top="", left="", cell=c)
+    ax.text(x1 + 2 * c, top - c + 0.06, "4 = 2 + 2", ha="center", va="bottom", fontsize=10)
+    _sym(ax, x1 + 4 * c + 0.25, top - 4 * c, "=")
+    x2 = x1 + 4 * c + 0.75
+    _block(ax, x2, top, 8, 2, green, "XW1", top="", fontsize=9, cell=c)
+    _block(ax, x2 + 2 * c, top, 8, 2, purple, "XW2", top="", left="", fontsize=9, cell=c)
+    ax.text(x2 + 2 * c, top + 0.06, "4 = 2 + 2", ha="center", va="bottom", fontsize=10)
+    ax.text((x0 + x2 + 4 * c) / 2, 3.3, "two products in one: (8, 6) @ (6, 4)", ha="center", va="center",
+            fontsize=12, fontweight="bold")
+    ax.text(4.8, 0.25, "The green block, X @ W1, is the same in both pictures; "
+            "the purple block is X @ W2.", ha="center", va="center", fontsize=11, color="#333333")
+    return fig
+
+
+def _token_by_column(n=_N, d=_D, hs=_HS):
+    texts = [[_label_of(t, col) for col in range(d)] for t in range(n)]
+    colours = [[HEAD_COLOURS[col // hs] for col in range(d)] for t in range(n)]
+    return texts, colours
+
+
+def _head_block(h, order="right"):
+    """Texts and colours of head h's (N, HS) matrix: row t holds token t's columns h*HS .. h*HS+HS-1."""
+    texts = [[_label_of(t, h * _HS + j) for j in range(_HS)] for t in range(_N)]
+    return texts, [[HEAD_COLOURS[h]] * _HS for _ in range(_N)]
+
+
+def _token_slice(t):
+    """Token t's (NH, HS) slice of the (N, NH, HS) array: row h holds columns h*HS .. h*HS+HS-1."""
+    texts = [[_label_of(t, h * _HS + j) for j in range(_HS)] for h in range(_NH)]
+    return texts, [[HEAD_COLOURS[h]] * _HS for h in range(_NH)]
+
+
+def _legend(ax, x, y, fontsize=10):
+    for h in range(_NH):
+        ax.add_patch(Rectangle((x + h * 1.25, y - 0.09), 0.22, 0.18, facecolor=HEAD_COLOURS[h], edgecolor="#333333",
+                               linewidth=0.7))
+        ax.text(x + h * 1.25 + 0.3, y, f"head {h}", ha="left", va="center", fontsize=fontsize)
+
+
+def head_columns():
+    """How the D = 6 columns of each token split into NH = 3 heads of HS = 2: (N, D) -> (N, NH, HS)."""
+    fig, ax = _canvas(9.6, 2.85)
+    cw, ch = 0.42, 0.34
+    top = 2.2
+    texts, colours = _token_by_column()
+    x0 = 0.75
+    w, h = _cells(ax, x0, top, texts, colours)
+    for t in range(_N):
+        ax.text(x0 - 0.08, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=11, fontweight="bold")
+    for hh in range(_NH):
+        ax.text(x0 + (hh + 0.5) * _HS * cw, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        if hh:
+            ax.plot([x0 + hh * _HS * cw] * 2, [top + 0.02, top - h - 0.02], color="#111111", linewidth=2.2)
+    ax.text(x0 + w / 2, top + 0.38, f"q for one sequence: (N, D) = ({_N}, {_D})", ha="center", va="bottom",
+            fontsize=11, fontweight="bold")
+    ax.text(x0 + w / 2, top - h - 0.08, f"D = {_D} = NH x HS = {_NH} x {_HS}", ha="center", va="top", fontsize=10)
+    ax.text(x0 - 0.3, top - h / 2, f"N = {_N}", ha="right", va="center", fontsize=10)
+    _arrow(ax, (x0 + w + 0.15, top - h / 2), (x0 + w + 1.15, top - h / 2))
+    ax.text(x0 + w + 0.65, top - h / 2 + 0.1, "reshape", ha="center", va="bottom", fontsize=10)
+    ax.text(x0 + w + 0.65, top - h / 2 - 0.1, f"(N, NH, HS)", ha="center", va="top", fontsize=10)
+    # (N, NH, HS): one (NH, HS) slice per token
+    xs = x0 + w + 1.45
+    for t in range(_N):
+        tx, tc = _token_slice(t)
+        xt = xs + t * (_HS * cw + 0.32)
+        sw, sh = _cells(ax, xt, top, tx, tc)
+        ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
+        if t == 0:
+            for hh in range(_NH):
+                ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
+    ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})",
+            ha="center", va="bottom", fontsize=11, fontweight="bold")
+    ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top - _NH * ch - 0.08,
+            "each token's row, cut into NH rows of HS", ha="center", va="top", fontsize=10)
+    _legend(ax, 2.9, 0.22)
+    return fig
+
+
+def split_transpose():
+    """Which block of the (N, NH, HS) array becomes which head's (N, HS) matrix after the transpose."""
+    fig, ax = _canvas(9.6, 3.25)
+    cw, ch = 0.42, 0.34
+    top = 2.5
+    x0 = 0.5
+    for t in range(_N):
+        tx, tc = _token_slice(t)
+        xt = x0 + t * (_HS * cw + 0.25)
+        sw, sh = _cells(ax, xt, top, tx, tc)
+        ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
+        if t == 0:
+            for hh in range(_NH):
+                ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
+    width_in = _N * (_HS * cw + 0.25) - 0.25
+    ax.text(x0 + width_in / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})", ha="center", va="bottom",
+            fontsize=11, fontweight="bold")
+    ax.text(x0 + width_in / 2, top - _NH * ch - 0.1, "indexed [token, head, :]", ha="center", va="top", fontsize=10)
+    xa = x0 + width_in + 0.2
+    _arrow(ax, (xa, top - 0.6), (xa + 1.0, top - 0.6))
+    ax.text(xa + 0.5, top - 0.5, "transpose", ha="center", va="bottom", fontsize=10)
+    ax.text(xa + 0.5, top - 0.7, "swap N, NH", ha="center", va="top", fontsize=10)
+    xs = xa + 1.25
+    for hh in range(_NH):
+        hx, hc = _head_block(hh)
+        xh = xs + hh * (_HS * cw + 0.45)
+        bw, bh = _cells(ax, xh, top, hx, hc)
+        ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        ax.text(xh + bw / 2, top - bh - 0.06, f"({_N}, {_HS})", ha="center", va="top", fontsize=10)
+        for t in range(_N):
+            ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
+    width_out = _NH * (_HS * cw + 0.45) - 0.45
+    ax.text(xs + width_out / 2, top + 0.38, f"(NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center", va="bottom",
+            fontsize=11, fontweight="bold")
+    ax.text(4.8, 0.5, "Row h of every token's slice goes to head h, in token order: "
+            "head 1's matrix is the orange rows A2 A3, B2 B3, C2 C3, D2 D3.", ha="center", va="center",
+            fontsize=10.5, color="#333333")
+    _legend(ax, 2.9, 0.18)
+    return fig
+
+
+def merge_heads_diagram():
+    """Merging back: (NH, N, HS) -> transpose -> (N, NH, HS) -> reshape -> (N, D)."""
+    fig, ax = _canvas(9.6, 3.2)
+    cw, ch = 0.42, 0.34
+    top = 2.45
+    x0 = 0.5
+    for hh in range(_NH):
+        hx, hc = _head_block(hh)
+        xh = x0 + hh * (_HS * cw + 0.35)
+        bw, bh = _cells(ax, xh, top, hx, hc)
+        ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        for t in range(_N):
+            ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
+    width_in = _NH * (_HS * cw + 0.35) - 0.35
+    ax.text(x0 + width_in / 2, top + 0.38, f"head outputs (NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center",
+            va="bottom", fontsize=11, fontweight="bold")
+    xa = x0 + width_in + 0.25
+    _arrow(ax, (xa, top - 0.68), (xa + 1.7, top - 0.68))
+    ax.text(xa + 0.85, top - 0.58, "transpose back", ha="center", va="bottom", fontsize=10)
+    ax.text(xa + 0.85, top - 0.78, "then reshape", ha="center", va="top", fontsize=10)
+    xs = xa + 2.05
+    texts, colours = _token_by_column()
+    w, h = _cells(ax, xs, top, texts, colours)
+    for t in range(_N):
+        ax.text(xs - 0.08, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=11, fontweight="bold")
+    for hh in range(1, _NH):
+        ax.plot([xs + hh * _HS * cw] * 2, [top + 0.02, top - h - 0.02], color="#111111", linewidth=2.2)
+    ax.text(xs + w / 2, top + 0.38, f"merged (N, NH*HS) = ({_N}, {_D})", ha="center", va="bottom", fontsize=11,
+            fontweight="bold")
+    ax.text(xs + w / 2, top - h - 0.08, "then @ W_o (D, D)", ha="center", va="top", fontsize=10)
+    ax.text(4.8, 0.55, "Each token's row is its three heads' outputs side by side: "
+            "the concatenation of the list-of-heads version.", ha="center", va="center", fontsize=10.5,
+            color="#333333")
+    _legend(ax, 2.9, 0.18)
+    return fig
+
+
+def wrong_reshape():
+    """Reshaping (N, D) straight to (NH, N, HS), without the transpose, versus the right way."""
+    fig, ax = _canvas(9.6, 5.4)
+    cw, ch = 0.42, 0.34
+    texts, colours = _token_by_column()
+    x0 = 0.55
+    top_src = 3.6
+    w, h = _cells(ax, x0, top_src, texts, colours)
+    for t in range(_N):
+        ax.text(x0 - 0.08, top_src - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=11,
+                fontweight="bold")
+    ax.text(x0 + w / 2, top_src + 0.06, f"q: (N, D) = ({_N}, {_D})", ha="center", va="bottom", fontsize=11,
+            fontweight="bold")
+    flat = [(t, col) for t in range(_N) for col in range(_D)]
+
+    def heads_row(top, title, cells_of, note):
+        xs = x0 + w + 1.6
+        for hh in range(_NH):
+            tx, tc = cells_of(hh)
+            xh = xs + hh * (_HS * cw + 0.45)
+            bw, bh = _cells(ax, xh, top, tx, tc)
+            ax.text(xh + bw / 2, top + 0.06, f"'head {hh}'", ha="center", va="bottom", fontsize=10)
+            for r in range(_N):
+                ax.text(xh - 0.05, top - (r + 0.5) * ch, f"{r}", ha="right", va="center", fontsize=9,
+                        color="#555555")
+        ax.text(xs - 0.35, top + 0.42, title, ha="left", va="bottom", fontsize=11, fontweight="bold")
+        ax.text(xs - 0.35, top - _N * ch - 0.1, note, ha="left", va="top", fontsize=10, color="#333333")
+        return xs
+
+    def right(hh):
+        return _head_block(hh)
+
+    def wrong(hh):
+        chunk = flat[hh * _N * _HS:(hh + 1) * _N * _HS]
+        tx = [[_label_of(*chunk[r * _HS + j]) for j in range(_HS)] for r in range(_N)]
+        tc = [[HEAD_COLOURS[chunk[r * _HS + j][1] // _HS] for j in range(_HS)] for r in range(_N)]
+        return tx, tc
+
+    top_r, top_w = 4.75, 2.3
+    xs = heads_row(top_r, "right: reshape to (N, NH, HS), then transpose", right,
+                   "each head holds its own columns of every token")
+    heads_row(top_w, "wrong: reshape straight to (NH, N, HS)", wrong,
+              "'head 0' holds all of token A and part of B; rows are no longer tokens")
+    for top in (top_r, top_w):
+        _arrow(ax, (x0 + w + 0.15, top_src - h / 2), (xs - 0.45, top - _N * ch / 2))
+    ax.text(4.8, 0.3, "Both results have shape (3, 4, 2); only the colours and labels show the difference.",
+            ha="center", va="center", fontsize=10.5, color="#333333")
+    _legend(ax, 0.45, 0.95, fontsize=10)
+    return fig
+
+
+DIAGRAMS.update({
+    "concat_matmul.svg": concat_matmul,
+    "head_columns.svg": head_columns,
+    "split_transpose.svg": split_transpose,
+    "merge_heads.svg": merge_heads_diagram,
+    "wrong_reshape.svg": wrong_reshape,
+})
+__all__ += ["HEAD_COLOURS", "concat_matmul", "head_columns", "split_transpose", "merge_heads_diagram",
+            "wrong_reshape"]
+
+
+# Keep this guard last: `python -m attnbook.diagrams` must see every section's DIAGRAMS.
 if __name__ == "__main__":
     main()

@@ -1,4 +1,19 @@
-"""Notebook housekeeping used by `make outputs`.
+"""Notebook housekeeping: `make outputs`, `make slides` and `make student` use it.
+
+``python -m attnbook.nbtools prepare NOTEBOOK...`` (run by `make outputs` before it
+executes the notebooks) puts every chapter in the book's standard shape:
+
+- ``split``: a markdown cell is split before each ``##``/``###`` heading and at the
+  solution gates (````{solution-start}```` begins a cell, ````{solution-end}```` ends
+  one), so a slide starts at each section and every cell lies wholly inside or
+  outside a solution. The rendered page does not change.
+- ``bootstrap``: the first code cell is the standard set-up cell (:data:`BOOTSTRAP`):
+  silent when the helper package is installed; opened alone (Colab, a downloaded
+  notebook), it finds the package in the book's folder, installs it in Colab, or
+  explains how to get it. The repository URL and branch come from ``_config.yml``.
+- ``slides``: every cell gets RISE slide metadata (``slideshow.slide_type``).
+
+``python -m attnbook.nbtools student OUTDIR NOTEBOOK...`` writes the student copies.
 
 ``python -m attnbook.nbtools tidy NOTEBOOK...`` joins consecutive pieces of
 one cell's printed output (their split depends on timing) and removes what executing a
@@ -13,10 +28,13 @@ JupyterLab the slider appears when its cell is run.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import sys
 from pathlib import Path
 
-__all__ = ["tidy", "WIDGET_MIME"]
+__all__ = ["tidy", "WIDGET_MIME", "split_cells", "bootstrap", "slides", "prepare", "student_copy",
+           "bootstrap_source", "repository", "solution_mask", "BOOTSTRAP_TAG"]
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -63,14 +81,337 @@ def tidy(path) -> bool:
     return changed
 
 
+# --- chapter shape: split cells, bootstrap cell, slide metadata, student copies ---
+
+BOOK_ROOT = Path(__file__).resolve().parents[1]
+BOOTSTRAP_TAG = "bootstrap"
+SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})\s*(.*)$")
+_HEADING = re.compile(r"^#{1,3} ")
+
+
+def _load(path):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def _save(path, nb):
+    Path(path).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def _source(cell) -> str:
+    src = cell.get("source", "")
+    return "".join(src) if isinstance(src, list) else src
+
+
+def _lines(text: str) -> list[str]:
+    """Notebook-style source: a list of lines, each but the last ending in a newline."""
+    return text.splitlines(keepends=True)
+
+
+def _split_markdown(text: str) -> list[str]:
+    """Split markdown before top-level headings and at solution gates (fences are respected)."""
+    pieces, current, fence = [], [], None  # fence: (char, length, info) of the open fence
+    for line in text.splitlines():
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                marker, info = m.group(1), m.group(2)
+                if info.startswith("{solution-start}") and current:
+                    pieces.append(current)
+                    current = []
+                fence = (marker[0], len(marker), info)
+            elif _HEADING.match(line) and current:
+                pieces.append(current)
+                current = []
+            current.append(line)
+        else:
+            current.append(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1] and not m.group(2):
+                if fence[2].startswith("{solution-end}"):
+                    pieces.append(current)
+                    current = []
+                fence = None
+    pieces.append(current)
+    texts = ["\n".join(p).strip("\n") for p in pieces]
+    return [t for t in texts if t.strip()]
+
+
+def split_cells(nb: dict) -> bool:
+    """Split markdown cells before headings and at solution gates. Returns True if it changed."""
+    cells, changed = [], False
+    for cell in nb["cells"]:
+        if cell["cell_type"] != "markdown":
+            cells.append(cell)
+            continue
+        parts = _split_markdown(_source(cell))
+        if len(parts) <= 1:
+            cells.append(cell)
+            continue
+        changed = True
+        base = cell.get("id", "md")
+        for k, text in enumerate(parts):
+            new = {**json.loads(json.dumps(cell)), "source": _lines(text)}
+            if k:
+                new["id"] = f"{base}-{k}"[:64]
+                new["metadata"] = {}
+            cells.append(new)
+    nb["cells"] = cells
+    return changed
+
+
+def repository(config_path=None) -> tuple[str, str]:
+    """The repository URL and branch set in _config.yml (``repository.url``, ``repository.branch``)."""
+    import yaml
+
+    config = yaml.safe_load(Path(config_path or BOOK_ROOT / "_config.yml").read_text(encoding="utf-8"))
+    repo = config.get("repository") or {}
+    return str(repo["url"]).rstrip("/"), str(repo.get("branch") or "main")
+
+
+BOOTSTRAP = """\
+# Set-up, the same in every chapter. With the book's environment (`make lab`) it does nothing.
+# Opened alone (Colab, a downloaded notebook), it finds the helper package `attnbook` in the
+# book's folder, installs it in Colab, or says how to get it.
+try:
+    import attnbook  # noqa: F401
+except ModuleNotFoundError:
+    import importlib.util, os, subprocess, sys
+    BOOK, BRANCH = "{url}", "{branch}"
+    PIP = f"attnbook @ git+{{BOOK}}@{{BRANCH}}"
+    here = os.path.abspath("")
+    found = [d for d in (here, os.path.dirname(here)) if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
+    if found:
+        sys.path.insert(0, found[0])
+        print("Using the helper package attnbook from", found[0])
+    elif "google.colab" in sys.modules:
+        print("Installing the helper package attnbook from", BOOK)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", PIP])
+        importlib.invalidate_caches()
+    if not found and importlib.util.find_spec("attnbook") is None:
+        raise ModuleNotFoundError(
+            "This chapter needs the book's helper package, attnbook. Either open the chapter from a copy "
+            f"of the book ({{BOOK}}: clone or download it, then run `make lab` in it), or install the "
+            f'package into this kernel with:  %pip install "{{PIP}}"') from None
+"""
+
+
+def bootstrap_source(url=None, branch=None) -> str:
+    """The bootstrap cell's source, for the repository set in _config.yml (or the one given)."""
+    if url is None or branch is None:
+        url0, branch0 = repository()
+        url, branch = url or url0, branch or branch0
+    return BOOTSTRAP.format(url=url, branch=branch).rstrip("\n")
+
+
+def _is_bootstrap(cell) -> bool:
+    return cell["cell_type"] == "code" and BOOTSTRAP_TAG in cell.get("metadata", {}).get("tags", [])
+
+
+def bootstrap(nb: dict, source: str | None = None) -> bool:
+    """Make the first code cell the bootstrap cell (insert it, or update its source)."""
+    source = bootstrap_source() if source is None else source
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    if code and _is_bootstrap(code[0]):
+        cell = code[0]
+        changed = _source(cell) != source
+        if changed:
+            cell["source"] = _lines(source)
+            cell["outputs"], cell["execution_count"] = [], None
+        tags = cell["metadata"].setdefault("tags", [])
+        if "remove-cell" not in tags:
+            tags.append("remove-cell")
+            changed = True
+        return changed
+    cell = {"cell_type": "code", "execution_count": None, "id": "bootstrap",
+            "metadata": {"tags": [BOOTSTRAP_TAG, "remove-cell"]}, "outputs": [],
+            "source": _lines(source)}
+    if nb.get("nbformat_minor", 0) < 5 and nb.get("nbformat", 4) == 4:
+        cell.pop("id")
+    index = nb["cells"].index(code[0]) if code else len(nb["cells"])
+    nb["cells"].insert(index, cell)
+    return True
+
+
+def solution_mask(nb: dict) -> list[bool]:
+    """For each cell: does it lie inside a gated solution (solution-start ... solution-end, inclusive)?"""
+    mask, inside = [], False
+    for cell in nb["cells"]:
+        text = _source(cell) if cell["cell_type"] == "markdown" else ""
+        starts = bool(re.search(r"^ {0,3}(`{3,}|:{3,})\s*\{solution-start\}", text, re.M))
+        ends = bool(re.search(r"^ {0,3}(`{3,}|:{3,})\s*\{solution-end\}", text, re.M))
+        mask.append(inside or starts)
+        if starts:
+            inside = True
+        if ends:
+            inside = False
+    return mask
+
+
+def _slide_type(cell, in_solution: bool) -> str:
+    if _is_bootstrap(cell) or in_solution:
+        return "skip"  # set-up, and solutions: not shown in class
+    if cell["cell_type"] == "markdown":
+        first = _source(cell).lstrip().split("\n", 1)[0]
+        if first.startswith(("# ", "## ")):
+            return "slide"
+        if first.startswith("### "):
+            return "subslide"
+    return "fragment"  # the rest appears cell by cell
+
+
+def slides(nb: dict) -> bool:
+    """Give every cell RISE slide metadata; a slide per ## heading, a sub-slide per ###.
+
+    A slide type an author set by hand is kept, except that headings always start a
+    (sub)slide and the bootstrap cell and solutions are always skipped.
+    """
+    changed = False
+    for cell, in_solution in zip(nb["cells"], solution_mask(nb)):
+        wanted = _slide_type(cell, in_solution)
+        show = cell.setdefault("metadata", {}).setdefault("slideshow", {})
+        current = show.get("slide_type")
+        if current is None or (wanted != "fragment" and current != wanted) or current not in SLIDE_TYPES:
+            show["slide_type"] = wanted
+            changed = True
+    rise = nb.setdefault("metadata", {}).setdefault("rise", {})
+    for key, value in {"scroll": True, "enable_chalkboard": False}.items():
+        if key not in rise:
+            rise[key] = value
+            changed = True
+    return changed
+
+
+def prepare(path) -> bool:
+    """split + bootstrap + slides on one notebook in place. Returns True if it changed anything."""
+    nb = _load(path)
+    changed = split_cells(nb)
+    changed = bootstrap(nb) or changed
+    changed = slides(nb) or changed
+    if changed:
+        _save(path, nb)
+    return changed
+
+
+STUB = """\
+# Exercise {label}: your code here (see the exercise above).
+"""
+
+
+def student_copy(nb: dict) -> dict:
+    """A student's copy: solutions removed, a stub where an exercise had no code cell, no outputs.
+
+    Solutions are the gated ``{solution-start}`` ... ``{solution-end}`` cells and every
+    cell between them. The exercise stubs (functions raising NotImplementedError, whose
+    checker then prints "not done yet") are kept as they are.
+    """
+    nb = json.loads(json.dumps(nb))
+    cells, mask = [], solution_mask(nb)
+    for i, (cell, in_solution) in enumerate(zip(nb["cells"], mask)):
+        if in_solution:
+            starts = re.search(r"\{solution-start\}\s*(\S+)", _source(cell)) if cell["cell_type"] == "markdown" else None
+            if starts:
+                # the exercise's own code cell, if any, sits between its directive and the solution
+                label = starts.group(1)
+                j = len(cells) - 1
+                while j >= 0 and not (cells[j]["cell_type"] == "markdown" and f":label: {label}" in _source(cells[j])):
+                    j -= 1
+                if not any(c["cell_type"] == "code" for c in cells[j + 1:]) and (
+                        any(c["cell_type"] == "code" for c, m in zip(nb["cells"][i:], mask[i:]) if m)):
+                    cells.append({"cell_type": "code", "execution_count": None, "id": f"stub-{i}",
+                                  "metadata": {"slideshow": {"slide_type": "fragment"}}, "outputs": [],
+                                  "source": _lines(STUB.format(label=label).rstrip("\n"))})
+            continue
+        cells.append(cell)
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            cell["outputs"], cell["execution_count"] = [], None
+        if cell["cell_type"] == "markdown":
+            cell["source"] = _lines(_source(cell).replace("](../figures/", "](figures/"))
+    if nb.get("nbformat_minor", 0) < 5:
+        for cell in cells:
+            cell.pop("id", None)
+    nb["cells"] = cells
+    nb["metadata"].pop("widgets", None)
+    return nb
+
+
+def write_student_copies(outdir, notebooks) -> list[Path]:
+    """Write student copies of the notebooks into outdir, with figures/ and attnbook/ beside them.
+
+    The folder is self-contained: hand it out as it is. The bootstrap cell finds the copy of
+    attnbook in the folder, so the notebooks run with numpy, matplotlib and ipywidgets installed.
+    """
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for path in notebooks:
+        target = outdir / Path(path).name
+        _save(target, student_copy(_load(path)))
+        written.append(target)
+    for folder in ("figures", "attnbook"):
+        if (BOOK_ROOT / folder).is_dir():
+            shutil.rmtree(outdir / folder, ignore_errors=True)
+            shutil.copytree(BOOK_ROOT / folder, outdir / folder,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return written
+
+
+USAGE = """usage: python -m attnbook.nbtools COMMAND ...
+  prepare NOTEBOOK...          split cells, insert/update the bootstrap cell, add slide metadata
+  tidy NOTEBOOK...             join split stream outputs, remove widget state and widget outputs
+  student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR"""
+# --- optional dependencies of a notebook (PyTorch chapter) ---
+# A notebook that needs a package beyond requirements.txt says so in its metadata:
+#     "attnbook": {"requires": ["torch"]}
+# The root conftest.py skips such a notebook's cells when a package is missing.
+
+INSTALL_HINTS = {"torch": "make torch"}
+
+
+def notebook_requirements(path) -> list[str]:
+    """The optional packages a notebook declares in ``metadata["attnbook"]["requires"]``."""
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    return list(nb.get("metadata", {}).get("attnbook", {}).get("requires", []))
+
+
+def missing_requirements(path) -> list[str]:
+    """The declared packages that cannot be imported (not found on ``sys.path``)."""
+    import importlib.util
+
+    return [name for name in notebook_requirements(path) if importlib.util.find_spec(name) is None]
+
+
+def skip_reason(missing) -> str:
+    """The reason shown by ``pytest -rs`` for a notebook whose packages are missing."""
+    hints = sorted({INSTALL_HINTS.get(name, f"pip install {name}") for name in missing})
+    return (f"needs {', '.join(missing)}, which is not installed: run `{'` and `'.join(hints)}` "
+            "to install it")
+
+
+__all__ += ["notebook_requirements", "missing_requirements", "skip_reason"]
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] != "tidy":
-        print("usage: python -m attnbook.nbtools tidy NOTEBOOK...", file=sys.stderr)
+    if not argv or argv[0] not in ("tidy", "prepare", "student"):
+        print(USAGE, file=sys.stderr)
         return 2
-    for p in argv[1:]:
-        if tidy(p):
-            print(f"tidied {p}")
+    command, args = argv[0], argv[1:]
+    if command == "tidy":
+        for p in args:
+            if tidy(p):
+                print(f"tidied {p}")
+    elif command == "prepare":
+        for p in args:
+            if prepare(p):
+                print(f"prepared {p}: cells split at headings and solution gates, bootstrap cell, slide metadata")
+    else:
+        if not args:
+            print(USAGE, file=sys.stderr)
+            return 2
+        for target in write_student_copies(args[0], args[1:]):
+            print(f"wrote {target}")
     return 0
 
 

@@ -121,7 +121,7 @@ def weight_bars(weights, labels=None, *, ax=None, title=None, fmt="{:.3f}", colo
     bars = ax.bar(x, weights, color=color)
     for bar, w in zip(bars, weights):
         ax.text(bar.get_x() + bar.get_width() / 2, w + 0.01 * (ylim[1] - ylim[0]), fmt.format(w),
-                ha="center", va="bottom", fontsize=7)
+                ha="center", va="bottom", fontsize=9)
     ax.set_xticks(x, labels if labels is not None else [str(i + 1) for i in x])
     if ylim is not None:
         ax.set_ylim(*ylim)
@@ -187,7 +187,7 @@ def lookup_figure(key_labels, scores, weights, values, *, query_label="query", v
         ax.barh(y, data, color=colour)
         span = max(np.abs(data).max(), 1e-12)
         for yi, d in zip(y, data):
-            ax.text(d + 0.02 * span, yi, fmt.format(d), va="center", ha="left", fontsize=8)
+            ax.text(d + 0.02 * span, yi, fmt.format(d), va="center", ha="left", fontsize=9)
         ax.set_xlim(min(0.0, data.min() * 1.1), span * 1.35)
         ax.set_title(title, fontsize=10)
         ax.tick_params(axis="y", length=0)

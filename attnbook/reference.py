@@ -240,13 +240,29 @@ def _check_weight(w, name, shape):
     return w
 
 
+def _same_for_every_head(mask):
+    """A mask shaped like the batch, (..., Nq, Nk) -> (..., 1, Nq, Nk): one mask for all heads.
+
+    Without the inserted axis, a (B, 1, Nk) padding mask would line its batch
+    axis up with the head axis of the (B, NH, Nq, Nk) scores: silently wrong
+    when B == NH, a confusing error otherwise.
+    """
+    if mask is None:
+        return None
+    m = np.asarray(mask)
+    return m[..., None, :, :] if m.ndim >= 3 else m
+
+
 def multihead_attention(x, w_qkv, w_o, n_heads, mask=None, *, fully_masked="raise"):
     """Multi-head self-attention, vectorised across heads.
 
     x : (..., N, D); w_qkv : (D, 3D), the q, k and v projections side by side
     in that order; w_o : (D, D); D must be divisible by ``n_heads``.
-    mask : bool, True = may attend, broadcastable to (..., NH, N, N); a (N, N)
-    causal mask applies the same mask to every head.
+    mask : bool, True = may attend, of shape (..., N, N) broadcasting against
+    x's leading (batch) dimensions, for example ``causal_mask(N)`` or
+    ``padding_mask(lengths, N)``; the same mask is applied to every head (the
+    head axis is inserted here, so a (B, 1, N) padding mask cannot be mistaken
+    for a per-head mask when B == NH).
     Returns (..., N, D).
     """
     x = _as_float_array(x, "x")
@@ -257,7 +273,7 @@ def multihead_attention(x, w_qkv, w_o, n_heads, mask=None, *, fully_masked="rais
     w_o = _check_weight(w_o, "w_o", (d, d))
     q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # 3 x (..., N, D)
     q, k, v = (split_heads(t, n_heads) for t in (q, k, v))  # (..., NH, N, HS)
-    out, _ = scaled_dot_product_attention(q, k, v, mask, fully_masked=fully_masked)
+    out, _ = scaled_dot_product_attention(q, k, v, _same_for_every_head(mask), fully_masked=fully_masked)
     return merge_heads(out) @ w_o  # (..., N, D)
 
 
@@ -266,7 +282,8 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 
     x_q : (..., Nq, D); x_kv : (..., Nk, D); w_q : (D, D); w_kv : (D, 2D), the
     k and v projections side by side in that order; w_o : (D, D).
-    mask : bool, True = may attend, broadcastable to (..., NH, Nq, Nk).
+    mask : bool, True = may attend, of shape (..., Nq, Nk) broadcasting against
+    the inputs' leading (batch) dimensions; the same for every head.
     Returns (..., Nq, D).
     """
     x_q = _as_float_array(x_q, "x_q")
@@ -281,5 +298,5 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
     w_o = _check_weight(w_o, "w_o", (d, d))
     q = split_heads(x_q @ w_q, n_heads)  # (..., NH, Nq, HS)
     k, v = (split_heads(t, n_heads) for t in np.split(x_kv @ w_kv, 2, axis=-1))  # (..., NH, Nk, HS)
-    out, _ = scaled_dot_product_attention(q, k, v, mask, fully_masked=fully_masked)
+    out, _ = scaled_dot_product_attention(q, k, v, _same_for_every_head(mask), fully_masked=fully_masked)
     return merge_heads(out) @ w_o  # (..., Nq, D)

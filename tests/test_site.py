@@ -1,10 +1,6 @@
 """The site builds with zero warnings and loads nothing from another host."""
 
-import os
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,17 +15,9 @@ FETCHING = re.compile(r"""<(script|link|img|iframe|source|video|audio|embed)\b[^
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory):
-    """Build the book once into a temporary folder with -W -n --keep-going."""
-    out = tmp_path_factory.mktemp("site")
-    src = out / "src"
-    ignore = shutil.ignore_patterns(".venv", "_build", ".git", "__pycache__", ".pytest_cache", ".hypothesis")
-    shutil.copytree(ROOT, src, ignore=ignore)
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    log = proc.stdout + proc.stderr
-    return {"returncode": proc.returncode, "log": log, "html": src / "_build" / "html"}
+def site(built_site):
+    """The book, built once per run with -W -n --keep-going (see conftest.py)."""
+    return built_site
 
 
 def test_site_builds_with_zero_warnings(site):

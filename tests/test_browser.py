@@ -1,0 +1,424 @@
+"""The built site in a real browser: Debian's chromium, driven by Playwright for Python.
+
+The book is built once (see ``built_site`` in conftest.py) and served on 127.0.0.1 on a
+free port. One browser visits every page once, with every request to another host
+blocked and counted, and the tests below check what it saw:
+
+- no request fails, and no request goes to another host (the count must be zero);
+- no console error except the allow-list below (known theme noise, with reasons);
+- math is rendered by MathJax wherever a page has math, with no MathJax error;
+- every image loads (naturalWidth > 0) and has non-empty alt text;
+- every internal link points at a file of the site, and every #anchor at an id on it;
+- no empty output box and no widget JavaScript (the site shows the static demos);
+- the built-in search finds a chapter by its title;
+- every figure has an opaque light background, so it reads the same in dark mode; chapter 01
+  really turns dark in dark mode (screenshots in light and dark mode are saved in
+  _build/screenshots/ to look at);
+- every chapter page (HTML plus its images) stays under 1.5 MB; a page-weight table is
+  printed at the end of the run (theme assets counted once).
+
+Without chromium these tests skip, saying how to install it. The browser is never
+downloaded by Playwright (no `playwright install`): set CHROMIUM=/path/to/chromium to
+use another binary.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+if not Path(CHROMIUM).exists():
+    pytest.skip("chromium is not installed: run `apt-get install chromium` (Debian/Ubuntu), "
+                "or set CHROMIUM=/path/to/chromium", allow_module_level=True)
+try:
+    from playwright.sync_api import sync_playwright
+except ImportError:  # pragma: no cover
+    pytest.skip("Playwright for Python is missing: `pip install -r requirements.txt` "
+                "(never `playwright install`: the tests use Debian's chromium)", allow_module_level=True)
+
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+PAGE_BUDGET = 1_500_000  # bytes: HTML plus images of one chapter page
+SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
+CHAPTER = "chapters/01_three_tokens.html"  # the page screenshotted in light and dark mode
+
+# Console messages that are known noise of the theme, not the book's doing. Keep it short.
+CONSOLE_ALLOW = [
+    (r"Identifier 'THEBE_JS_URL' has already been declared",
+     "sphinx-book-theme 1.3 writes sphinx-thebe's config script twice on every page; thebe is off"),
+    (r"Got invalid theme mode",
+     "pydata-sphinx-theme on a first visit, before a light/dark choice is stored; it resets to auto"),
+]
+
+# (query, page whose title contains it): the search must list that page among its first results.
+SEARCHES = [
+    ("three tokens", "chapters/01_three_tokens.html"),
+    ("softmax", "chapters/03_softmax.html"),
+]
+
+# What the browser collects on each page after it has loaded, MathJax has typeset and every
+# image has loaded (lazy images are made eager first).
+COLLECT = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
+  }
+  for (const img of document.images) { img.loading = "eager"; }
+  await Promise.all([...document.images].map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener("load", r); img.addEventListener("error", r);
+                         setTimeout(r, 10000); })));
+  await document.fonts.ready;
+  const main = document.querySelector("main") || document.body;
+  return {
+    title: document.title,
+    url: location.href,
+    math: main.querySelectorAll(".math").length,
+    mathjax: main.querySelectorAll("mjx-container").length,
+    mathErrors: document.querySelectorAll("mjx-merror, .MathJax_Error").length,
+    rawTex: [...main.querySelectorAll(".math")].filter(e => !e.querySelector("mjx-container"))
+              .map(e => e.textContent.slice(0, 80)),
+    images: [...document.images].map(img => ({
+      src: img.currentSrc || img.src, alt: (img.getAttribute("alt") || "").trim(),
+      width: img.naturalWidth, content: !!img.closest("main")})),
+    links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+    ids: [...document.querySelectorAll("[id]")].map(e => e.id)
+           .concat([...document.querySelectorAll("a[name]")].map(a => a.name)),
+    widgetViews: document.querySelectorAll(
+        'script[type^="application/vnd.jupyter.widget"], .jupyter-widgets, .widget-area').length,
+    widgetScripts: [...document.querySelectorAll("script[src]")].map(s => s.src)
+        .filter(s => /require(\\.min)?\\.js|jupyter-widgets|html-manager|embed-amd|ipywidgets/.test(s)),
+    emptyOutputs: [...main.querySelectorAll(".cell_output")].filter(o =>
+        !o.textContent.trim() && !o.querySelector("img, svg, table, mjx-container, iframe, video")).length,
+  };
+}
+"""
+
+# Draws every content image onto a small canvas and reports its least opaque pixel and the
+# brightness of its corners; also the page background, to confirm the page is really dark.
+FIGURE_BACKGROUNDS = """
+() => {
+  const lum = (r, g, b) => 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  const bg = getComputedStyle(document.body).backgroundColor.match(/\\d+/g).map(Number);
+  const figures = [...document.querySelectorAll("main img")].filter(
+      img => img.src.includes("/_images/")).map(img => {
+    const c = document.createElement("canvas"); c.width = 64; c.height = 64;
+    const ctx = c.getContext("2d");
+    ctx.drawImage(img, 0, 0, 64, 64);
+    const d = ctx.getImageData(0, 0, 64, 64).data;
+    let minAlpha = 255;
+    for (let i = 3; i < d.length; i += 4) minAlpha = Math.min(minAlpha, d[i]);
+    const corner = k => lum(d[k], d[k + 1], d[k + 2]);
+    const n = 64 * 4;
+    const corners = [corner(0), corner(n - 4), corner(d.length - n), corner(d.length - 4)];
+    return {src: img.src.split("/").pop(), minAlpha, cornerLuminance: Math.min(...corners)};
+  });
+  return {theme: document.documentElement.dataset.theme, bodyLuminance: lum(...bg.slice(0, 3)), figures};
+}
+"""
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def html(built_site):
+    if built_site["returncode"] != 0:
+        pytest.fail("the book did not build (see test_site.py)")
+    return built_site["html"]
+
+
+@pytest.fixture(scope="module")
+def base_url(html):
+    """Serve the built site on 127.0.0.1, on a free port chosen now."""
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        yield b
+        b.close()
+
+
+class Recorder:
+    """A browser context whose requests to other hosts are blocked; records what happens."""
+
+    def __init__(self, browser, base_url, **context_options):
+        self.base = base_url
+        self.context = browser.new_context(**context_options)
+        self.context.set_default_timeout(20_000)
+        self.blocked, self.failed, self.console, self.fetched = [], [], [], set()
+        self.where = "?"
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: self.console.append((self.where, m.type, m.text)))
+        self.page.on("pageerror", lambda e: self.console.append((self.where, "pageerror", str(e))))
+        self.page.on("requestfailed", self._request_failed)
+        self.page.on("requestfinished", lambda r: self.fetched.add((self.where, r.url)))
+        self.page.on("response", lambda r: r.status >= 400 and self.failed.append(
+            (self.where, r.url, f"HTTP {r.status}")))
+
+    def _route(self, route):
+        url = route.request.url
+        if url.startswith(self.base) or url.startswith(("data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            self.blocked.append((self.where, url))
+            route.abort("blockedbyclient")
+
+    def _request_failed(self, request):
+        if request.url.startswith(self.base):
+            self.failed.append((self.where, request.url, request.failure))
+
+    def visit(self, path, collect=True):
+        self.where = path
+        self.page.goto(self.base + path, wait_until="load")
+        return self.page.evaluate(COLLECT) if collect else None
+
+    def close(self):
+        self.context.close()
+
+
+def site_pages(html: Path) -> list[str]:
+    """Every HTML page of the site, as paths relative to its root (index.html only redirects)."""
+    skip = ("_static/", "_sources/", "_images/")
+    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
+                  if not p.relative_to(html).as_posix().startswith(skip)
+                  and p.relative_to(html).as_posix() != "index.html")
+
+
+@pytest.fixture(scope="module")
+def visits(browser, base_url, html):
+    """Visit every page once, in light mode. Returns {path: collected data} and the recorder."""
+    start = time.perf_counter()
+    rec = Recorder(browser, base_url, color_scheme="light", viewport={"width": 1100, "height": 900})
+    seen = {}
+    for path in site_pages(html):
+        seen[path] = rec.visit(path)
+        seen[path]["figures"] = rec.page.evaluate(FIGURE_BACKGROUNDS)["figures"]
+    rec.close()
+    return {"pages": seen, "rec": rec, "seconds": time.perf_counter() - start}
+
+
+def _allowed(text):
+    return any(re.search(pattern, text) for pattern, _ in CONSOLE_ALLOW)
+
+
+def test_every_page_was_visited(visits, html):
+    pages = visits["pages"]
+    assert CHAPTER in pages and "intro.html" in pages, sorted(pages)
+    assert all(data["title"] for data in pages.values()), "a page without a title"
+
+
+def test_no_request_to_another_host(visits):
+    blocked = visits["rec"].blocked
+    assert len(blocked) == 0, f"{len(blocked)} request(s) to other hosts (blocked):\n" + \
+        "\n".join(f"  {page}: {url}" for page, url in blocked[:30])
+
+
+def test_no_failed_request(visits):
+    failed = visits["rec"].failed
+    assert not failed, "failed requests:\n" + "\n".join(f"  {p}: {u} ({why})" for p, u, why in failed[:30])
+
+
+def test_no_console_error_beyond_the_allow_list(visits, record_property):
+    messages = visits["rec"].console
+    errors = [(p, kind, text) for p, kind, text in messages
+              if kind in ("error", "pageerror") and not _allowed(text)]
+    counts = {}
+    for _, kind, text in messages:
+        key = (kind, re.sub(r"\s+", " ", text)[:110])
+        counts[key] = counts.get(key, 0) + 1
+    report = [f"{len(visits['pages'])} pages visited in {visits['seconds']:.1f} s; console messages seen:"]
+    report += [f"  {n:3d} x {kind:9s} {text}" + ("   [allowed]" if _allowed(text) else "")
+               for (kind, text), n in sorted(counts.items(), key=lambda kv: -kv[1])]
+    record_property("report:browser: pages and console messages", "\n".join(report))
+    assert not errors, "console errors:\n" + "\n".join(f"  {p}: [{k}] {t[:300]}" for p, k, t in errors[:30])
+
+
+def test_math_is_rendered(visits):
+    problems = []
+    for path, data in visits["pages"].items():
+        if data["math"] and (data["mathjax"] < data["math"] or data["rawTex"]):
+            problems.append(f"{path}: {data['math']} math elements, {data['mathjax']} rendered; "
+                            f"not rendered: {data['rawTex'][:3]}")
+        if data["mathErrors"]:
+            problems.append(f"{path}: {data['mathErrors']} MathJax error(s)")
+    assert not problems, "\n".join(problems)
+    assert visits["pages"][CHAPTER]["mathjax"] > 0, "chapter 01 has math, but none was rendered"
+
+
+def test_every_image_loads_and_has_alt_text(visits):
+    problems = []
+    for path, data in visits["pages"].items():
+        for img in data["images"]:
+            name = img["src"].rsplit("/", 1)[-1][:60]
+            if img["width"] == 0:
+                problems.append(f"{path}: image did not load: {name}")
+            if not img["alt"]:
+                problems.append(f"{path}: image without alt text: {name}")
+    assert not problems, "\n".join(problems)
+
+
+def test_internal_links_and_anchors_resolve(visits, base_url, html):
+    ids = {path: set(data["ids"]) for path, data in visits["pages"].items()}
+    problems, checked = [], 0
+    for path, data in visits["pages"].items():
+        for href in sorted(set(data["links"])):
+            if not href.startswith(base_url):
+                continue  # another host (a launch button, a citation): not fetched, not checked here
+            checked += 1
+            parts = urlsplit(href)
+            target = unquote(parts.path[len(urlsplit(base_url).path):]) or "index.html"
+            if target.endswith("/"):
+                target += "index.html"
+            if not (html / target).is_file():
+                problems.append(f"{path}: link to a missing file: {target}")
+                continue
+            anchor = unquote(parts.fragment)
+            if anchor and target.endswith(".html"):
+                if target not in ids:  # a page not visited (index.html): read its ids from the file
+                    ids[target] = set(re.findall(r'\bid="([^"]+)"', (html / target).read_text(encoding="utf-8")))
+                if anchor not in ids[target]:
+                    problems.append(f"{path}: link to a missing anchor: {target}#{anchor}")
+    assert checked > 0
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_no_empty_widget_box_and_no_widget_javascript(visits, html):
+    problems = []
+    for path, data in visits["pages"].items():
+        if data["widgetViews"]:
+            problems.append(f"{path}: {data['widgetViews']} widget view(s), which cannot run without a kernel")
+        if data["widgetScripts"]:
+            problems.append(f"{path}: widget JavaScript: {data['widgetScripts']}")
+        if data["emptyOutputs"]:
+            problems.append(f"{path}: {data['emptyOutputs']} empty output box(es)")
+    fetched = [url for _, url in visits["rec"].fetched if re.search(r"require(\.min)?\.js|jupyter-widgets|embed-amd", url)]
+    assert not fetched, f"widget JavaScript was loaded: {fetched}"
+    assert not problems, "\n".join(problems)
+
+
+def test_launch_and_download_buttons_on_every_chapter(visits):
+    import yaml
+
+    config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    repo = config["repository"]["url"].rstrip("/")
+    owner_repo = "/".join(repo.split("/")[-2:])
+    hub = (config.get("launch_buttons", {}).get("jupyterhub_url") or "").rstrip("/")
+    for path, data in visits["pages"].items():
+        if not path.startswith("chapters/"):
+            continue
+        links = data["links"]
+        stem = Path(path).stem
+        assert any(u.startswith("https://mybinder.org/v2/gh/" + owner_repo) for u in links), f"{path}: no Binder button"
+        assert any(u.startswith("https://colab.research.google.com/github/" + owner_repo) and u.endswith(f"{stem}.ipynb")
+                   for u in links), f"{path}: no Colab button"
+        if hub:
+            assert any(u.startswith(hub + "/hub/user-redirect/git-pull?") for u in links), f"{path}: no JupyterHub button"
+        assert any(u.endswith(f"_sources/chapters/{stem}.ipynb") for u in links), f"{path}: no notebook download button"
+
+
+@pytest.mark.parametrize("query,expected", SEARCHES, ids=[q for q, _ in SEARCHES])
+def test_search_finds_the_chapter(browser, base_url, html, query, expected):
+    if not (html / expected).exists():
+        pytest.skip(f"{expected} is not in this build yet (the search for {query!r} needs it)")
+    rec = Recorder(browser, base_url)
+    try:
+        rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
+        rec.page.wait_for_selector("#search-results .search-summary:has-text('Search finished')")
+        results = rec.page.eval_on_selector_all("#search-results ul.search li > a",
+                                                "links => links.map(a => a.getAttribute('href'))")
+    finally:
+        rec.close()
+    # Sphinx ranks every page with the term in a section title alike, so ask for the first five.
+    assert expected in results[:5], f"search for {query!r}: {expected} is not among the first results {results[:8]}"
+    assert not rec.blocked and not rec.failed
+
+
+def test_every_figure_has_an_opaque_light_background(visits):
+    """So that it reads the same in dark mode (the book style saves figures on opaque white)."""
+    problems = []
+    for path, data in visits["pages"].items():
+        for fig in data["figures"]:
+            # 255 is fully opaque; scaling to the 64x64 canvas may blend an edge pixel a little
+            if fig["minAlpha"] < 250:
+                problems.append(f"{path}: {fig['src']} has transparent pixels (min alpha {fig['minAlpha']})")
+            if fig["cornerLuminance"] < 200:
+                problems.append(f"{path}: {fig['src']} has no light background (corner luminance "
+                                f"{fig['cornerLuminance']:.0f})")
+    assert not problems, "\n".join(problems)
+    assert visits["pages"][CHAPTER]["figures"], "no figures found on chapter 01"
+
+
+def test_chapter_in_light_and_dark_mode(browser, base_url):
+    """Screenshots of one chapter in both modes; in dark mode every figure keeps its opaque background."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    results = {}
+    for mode in ("light", "dark"):
+        rec = Recorder(browser, base_url, color_scheme=mode, viewport={"width": 1100, "height": 900})
+        try:
+            rec.visit(CHAPTER)
+            results[mode] = rec.page.evaluate(FIGURE_BACKGROUNDS)
+            rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-{mode}.png"), full_page=True)
+        finally:
+            rec.close()
+        assert not rec.blocked and not rec.failed
+    assert results["light"]["theme"] == "light" and results["light"]["bodyLuminance"] > 200
+    dark = results["dark"]
+    assert dark["theme"] == "dark" and dark["bodyLuminance"] < 80, f"the page is not in dark mode: {dark}"
+    assert dark["figures"], "no figures found on the chapter"
+    for fig in dark["figures"]:
+        # 255 is fully opaque; scaling to the 64x64 canvas may blend an edge pixel a little
+        assert fig["minAlpha"] >= 250, f"{fig['src']} has transparent pixels: unreadable on a dark page"
+        assert fig["cornerLuminance"] > 200, f"{fig['src']} has no light background in dark mode: {fig}"
+
+
+def test_page_weight(visits, html, record_property):
+    """HTML plus images of each page; theme assets (_static) are counted once, for the whole site."""
+    static, rows = set(), []
+    per_page = {path: set() for path in visits["pages"]}
+    for where, url in visits["rec"].fetched:
+        rel = unquote(urlsplit(url).path).lstrip("/")
+        if rel.startswith("_static/"):
+            static.add(rel)
+        elif where in per_page and re.search(r"\.(png|jpe?g|gif|svg|webp)$", rel, re.I):
+            per_page[where].add(rel)
+
+    def size(rel):
+        f = html / rel
+        return f.stat().st_size if f.is_file() else 0
+
+    for path, images in per_page.items():
+        page_bytes, image_bytes = size(path), sum(size(i) for i in images)
+        rows.append((path, page_bytes, len(images), image_bytes, page_bytes + image_bytes))
+    kb = lambda n: f"{n / 1000:,.0f} kB"  # noqa: E731
+    lines = [f"{'page':42s} {'HTML':>9s} {'images':>7s} {'image kB':>10s} {'total':>10s}"]
+    lines += [f"{p:42s} {kb(h):>9s} {n:7d} {kb(i):>10s} {kb(t):>10s}" + ("  OVER BUDGET" if t > PAGE_BUDGET else "")
+              for p, h, n, i, t in sorted(rows, key=lambda r: r[0])]
+    theme = sum(size(s) for s in static)
+    lines.append(f"theme assets loaded (_static, counted once): {len(static)} files, {kb(theme)}")
+    lines.append(f"whole site on disk: {kb(sum(f.stat().st_size for f in html.rglob('*') if f.is_file()))}; "
+                 f"budget per chapter page: {kb(PAGE_BUDGET)}")
+    record_property("report:page weight (HTML + images per page)", "\n".join(lines))
+    over = [r for r in rows if r[0].startswith("chapters/") and r[4] > PAGE_BUDGET]
+    assert not over, f"chapter pages over {kb(PAGE_BUDGET)}: " + ", ".join(f"{p} ({kb(t)})" for p, *_, t in over)

@@ -1,0 +1,268 @@
+"""The classroom kit: every chapter runs alone, presents as slides, and has a student copy.
+
+- Bootstrap: the first code cell of every chapter is the standard set-up cell, up to
+  date with the repository set in _config.yml. With attnbook installed it prints nothing
+  (nbval also runs it); without it, it finds the book's folder, installs it in Colab, or
+  explains how to get it.
+- Slides: every cell has RISE slide metadata; headings start slides; the set-up cell and
+  the solutions are skipped; nbconvert exports each chapter as reveal.js slides.
+- Student copies: solutions removed, no solution text left, stubs report "not done yet",
+  and each copy executes from top to bottom.
+
+The chapters are put in shape by `make outputs` (``python -m attnbook.nbtools prepare``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from attnbook import nbtools
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb"))
+FIX = "run `make outputs` (it runs `python -m attnbook.nbtools prepare`)"
+
+
+def load(path):
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+def src(cell):
+    return nbtools._source(cell)
+
+
+# --- bootstrap cell -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_first_code_cell_is_the_bootstrap_cell(path):
+    nb = load(path)
+    first = next(c for c in nb["cells"] if c["cell_type"] == "code")
+    assert nbtools.BOOTSTRAP_TAG in first["metadata"].get("tags", []), f"{path.name}: no bootstrap cell: {FIX}"
+    assert src(first) == nbtools.bootstrap_source(), \
+        f"{path.name}: the bootstrap cell is not up to date with _config.yml (repository url/branch): {FIX}"
+    assert "remove-cell" in first["metadata"]["tags"], "the set-up cell is not shown on the site"
+    assert first["outputs"] == [], f"{path.name}: the bootstrap cell printed something with attnbook installed"
+    markdown_before = [c for c in nb["cells"][: nb["cells"].index(first)] if c["cell_type"] == "markdown"]
+    assert markdown_before and src(markdown_before[0]).startswith("# "), "the title comes first"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_chapter_is_already_prepared(path, tmp_path):
+    copy = tmp_path / path.name
+    copy.write_bytes(path.read_bytes())
+    assert not nbtools.prepare(copy), f"{path.name}: not in the standard shape: {FIX}"
+
+
+def run_bootstrap(cwd, prelude="", isolated=True):
+    """Run the bootstrap cell in a fresh interpreter; with isolated=True attnbook is not installed."""
+    code = prelude + "\n" + nbtools.bootstrap_source() + "\nimport attnbook\nprint('IMPORTED', attnbook.__file__)\n"
+    args = [sys.executable] + (["-S", "-I"] if isolated else []) + ["-c", code]
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_bootstrap_is_silent_when_attnbook_is_installed(tmp_path):
+    proc = run_bootstrap(tmp_path, isolated=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[:-1] == [] and proc.stderr == "", proc.stdout + proc.stderr
+
+
+def test_bootstrap_uses_the_book_folder_when_not_installed():
+    """Binder, a JupyterHub (nbgitpuller), a downloaded zip: the notebook sits in chapters/."""
+    proc = run_bootstrap(ROOT / "chapters")
+    assert proc.returncode == 0, proc.stderr
+    assert f"Using the helper package attnbook from {ROOT}" in proc.stdout
+    assert f"IMPORTED {ROOT / 'attnbook' / '__init__.py'}" in proc.stdout
+
+
+def test_bootstrap_explains_how_to_get_attnbook(tmp_path):
+    """A notebook downloaded alone, with no attnbook anywhere: a clear message, not a bare import error."""
+    url, branch = nbtools.repository()
+    proc = run_bootstrap(tmp_path)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ModuleNotFoundError: This chapter needs the book's helper package"), proc.stderr
+    assert f'%pip install "attnbook @ git+{url}@{branch}"' in last and "make lab" in last
+
+
+def test_bootstrap_installs_attnbook_in_colab(tmp_path):
+    """In Colab it pip-installs the package from the repository (pip is faked here: no network)."""
+    url, branch = nbtools.repository()
+    fake = textwrap.dedent("""
+        import sys, types, subprocess
+        sys.modules["google.colab"] = types.ModuleType("google.colab")
+        def fake_run(cmd, *a, **k):
+            print("PIP", cmd[1:])
+            return subprocess.CompletedProcess(cmd, 1)
+        subprocess.run = fake_run
+    """)
+    proc = run_bootstrap(tmp_path, prelude=fake)
+    assert "Installing the helper package attnbook from " + url in proc.stdout
+    assert f"PIP ['-m', 'pip', 'install', '--quiet', 'attnbook @ git+{url}@{branch}']" in proc.stdout
+    # the fake install installed nothing, so the cell then explains what to do
+    assert "ModuleNotFoundError: This chapter needs" in proc.stderr
+
+
+def test_bootstrap_inserts_then_updates(tmp_path):
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+        {"cell_type": "markdown", "id": "t", "metadata": {}, "source": ["# Title"]},
+        {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": 1, "outputs": [], "source": ["x = 1"]},
+    ]}
+    assert nbtools.bootstrap(nb, "print('old')")
+    assert [c.get("id") for c in nb["cells"]] == ["t", "bootstrap", "c"]
+    assert not nbtools.bootstrap(nb, "print('old')"), "a second run changes nothing"
+    assert nbtools.bootstrap(nb, "print('new')") and src(nb["cells"][1]) == "print('new')"
+    assert len(nb["cells"]) == 3
+
+
+# --- markdown cells and slides ----------------------------------------------------------------
+
+def test_split_respects_fences_and_gates():
+    text = textwrap.dedent("""\
+        Intro.
+
+        ```python
+        ## not a heading: inside a code fence
+        ```
+
+        ## A section
+        Text.
+        ````{solution-end}
+        ````
+
+        ```{exercise}
+        :label: ex
+        Do it.
+        ```
+
+        ````{solution-start} ex
+        :class: dropdown
+        ````
+
+        The answer.""")
+    parts = nbtools._split_markdown(text)
+    assert [p.splitlines()[0] for p in parts] == ["Intro.", "## A section", "```{exercise}", "````{solution-start} ex"]
+    assert "## not a heading" in parts[0] and parts[1].endswith("````{solution-end}\n````")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_cell_has_slide_metadata(path):
+    nb = load(path)
+    mask = nbtools.solution_mask(nb)
+    for cell, in_solution in zip(nb["cells"], mask):
+        kind = cell["metadata"].get("slideshow", {}).get("slide_type")
+        assert kind in nbtools.SLIDE_TYPES, f"{path.name}: a cell without slide metadata: {FIX}\n{src(cell)[:80]}"
+        first = src(cell).lstrip().split("\n", 1)[0]
+        if cell["cell_type"] == "markdown" and first.startswith(("# ", "## ")) and not in_solution:
+            assert kind == "slide", f"{path.name}: heading {first!r} does not start a slide"
+        if in_solution or nbtools.BOOTSTRAP_TAG in cell["metadata"].get("tags", []):
+            assert kind == "skip", f"{path.name}: a solution or set-up cell would be shown on a slide"
+    assert nb["cells"][0]["metadata"]["slideshow"]["slide_type"] == "slide"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_slides_export(path, tmp_path):
+    from nbconvert import SlidesExporter
+
+    html, _ = SlidesExporter().from_filename(str(path))
+    assert html.count("<section") >= 3, "too few slides"
+    solution_code = [src(c) for c, m in zip(load(path)["cells"], nbtools.solution_mask(load(path)))
+                     if m and c["cell_type"] == "code"]
+    first_lines = [s.strip().splitlines()[-1] for s in solution_code if s.strip()]
+    assert first_lines
+    assert not any(line.replace('"', "&quot;") in html for line in first_lines if len(line) > 20), \
+        "solution code appears on the slides"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_image_alt_text_is_on_one_line(path):
+    """MyST drops the line breaks inside ![alt](...), gluing words together ("matricesto")."""
+    for cell in load(path)["cells"]:
+        if cell["cell_type"] == "markdown":
+            for alt in re.findall(r"!\[([^\]]*)\]\(", src(cell)):
+                assert "\n" not in alt, f"{path.name}: alt text split over lines: {alt[:80]}..."
+
+
+# --- student copies ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def student_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("student")
+    nbtools.write_student_copies(out, NOTEBOOKS)
+    return out
+
+
+def solution_lines(nb):
+    """Lines of solution cells that appear nowhere outside the solutions (worth looking for)."""
+    mask = nbtools.solution_mask(nb)
+    outside = "\n".join(src(c) for c, m in zip(nb["cells"], mask) if not m)
+    lines = set()
+    for cell, in_solution in zip(nb["cells"], mask):
+        if in_solution:
+            for line in src(cell).splitlines():
+                line = line.strip()
+                if len(line) >= 12 and line not in outside and not re.fullmatch(r"[`:]+(\{solution-\w+\}.*)?", line):
+                    lines.add(line)
+    return lines
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_student_copy_has_no_solution(path, student_dir):
+    original = load(path)
+    copy = load(student_dir / path.name)
+    text = "\n".join(src(c) for c in copy["cells"])
+    leaks = solution_lines(original)
+    assert leaks, "the chapter has no solutions?"
+    leaked = [line for line in leaks if line in text]
+    assert not leaked, f"{path.name}: solution text in the student copy: {leaked[:5]}"
+    assert "{solution-start}" not in text and "{solution-end}" not in text
+    assert "{exercise}" in text, "the exercises themselves are kept"
+    assert all(c.get("outputs") == [] for c in copy["cells"] if c["cell_type"] == "code"), "outputs are cleared"
+    assert "../figures/" not in text, "figure paths point into the book, not the student folder"
+    for name in re.findall(r"\]\((figures/[^)]+)\)", text):
+        assert (student_dir / name).exists(), f"{name} is not in the student folder"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_student_copy_executes_and_stubs_say_not_done_yet(path, student_dir):
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(student_dir / path.name, as_version=4)
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(student_dir)}}).execute()
+    stubs = 0
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        assert not any(o.output_type == "error" for o in cell.outputs) or \
+            "raises-exception" in cell.metadata.get("tags", []), f"{path.name}: error in\n{cell.source[:200]}"
+        if "NotImplementedError" in cell.source and "check.check_" in cell.source:
+            stubs += 1
+            out = "".join(o.get("text", "") for o in cell.outputs if o.output_type == "stream")
+            assert "not done yet" in out, f"{path.name}: the checker did not say 'not done yet':\n{out}"
+    assert stubs >= 1, f"{path.name}: no auto-checked exercise stub"
+
+
+def test_student_copy_adds_a_stub_where_an_exercise_has_no_code():
+    nb = {"nbformat": 4, "nbformat_minor": 5, "metadata": {"widgets": {}}, "cells": [
+        {"cell_type": "markdown", "id": "a", "metadata": {}, "source": ["```{exercise}\n:label: ex-a\nExplain.\n```"]},
+        {"cell_type": "markdown", "id": "b", "metadata": {}, "source": ["````{solution-start} ex-a\n:class: dropdown\n````"]},
+        {"cell_type": "code", "id": "c", "metadata": {}, "execution_count": 3, "outputs": [], "source": ["secret = 42"]},
+        {"cell_type": "markdown", "id": "d", "metadata": {}, "source": ["````{solution-end}\n````"]},
+        {"cell_type": "code", "id": "e", "metadata": {}, "execution_count": 4,
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": "x"}], "source": ["print(1)"]},
+    ]}
+    out = nbtools.student_copy(nb)
+    sources = [src(c) for c in out["cells"]]
+    assert sources[1].startswith("# Exercise ex-a: your code here") and "secret" not in "".join(sources)
+    assert out["cells"][-1]["outputs"] == [] and out["cells"][-1]["execution_count"] is None
+    assert "widgets" not in out["metadata"]
+    assert len(nb["cells"]) == 5, "the original is not modified"
