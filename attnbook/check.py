@@ -104,7 +104,7 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
             with np.errstate(all="ignore"):  # overflow shows up below as inf/nan, with the case that caused it
                 got = fn(*args, **case.kwargs)
         except NotImplementedError:
-            print(f"{name}: not done yet (your function raises NotImplementedError; replace the stub).")
+            print(f"{name}: not done yet (replace the stub with your code).")
             return Verdict(False, name)
         except Exception as exc:  # the learner's bug, reported rather than raised
             print(f"{name}: case {i}/{len(cases)} FAILED: {case.label}")
