@@ -255,6 +255,34 @@ def _legend(ax, x, y, fontsize=10):
         ax.text(x + h * 1.25 + 0.3, y, f"head {h}", ha="left", va="center", fontsize=fontsize)
 
 
+def _token_slices(ax, x0, top, gap, *, cw=0.42, ch=0.34):
+    """The (N, NH, HS) array as one (NH, HS) slice per token, side by side, rows labelled h0.. on the
+    first. Returns the total width."""
+    for t in range(_N):
+        tx, tc = _token_slice(t)
+        xt = x0 + t * (_HS * cw + gap)
+        sw, sh = _cells(ax, xt, top, tx, tc, cw=cw, ch=ch)
+        ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
+        ax.text(xt + sw / 2, top - sh - 0.05, f"({_NH}, {_HS})", ha="center", va="top", fontsize=10)
+        if t == 0:
+            for hh in range(_NH):
+                ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
+    return _N * (_HS * cw + gap) - gap
+
+
+def _head_blocks(ax, x0, top, gap, *, cw=0.42, ch=0.34):
+    """Each head's (N, HS) matrix, side by side, rows labelled by token. Returns the total width."""
+    for hh in range(_NH):
+        hx, hc = _head_block(hh)
+        xh = x0 + hh * (_HS * cw + gap)
+        bw, bh = _cells(ax, xh, top, hx, hc, cw=cw, ch=ch)
+        ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        ax.text(xh + bw / 2, top - bh - 0.06, f"({_N}, {_HS})", ha="center", va="top", fontsize=10)
+        for t in range(_N):
+            ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
+    return _NH * (_HS * cw + gap) - gap
+
+
 def head_columns():
     """How the D = 6 columns of each token split into NH = 3 heads of HS = 2: (N, D) -> (N, NH, HS)."""
     fig, ax = _canvas(9.6, 2.85)
@@ -278,18 +306,10 @@ def head_columns():
     ax.text(x0 + w + 0.65, top - h / 2 - 0.1, f"(N, NH, HS)", ha="center", va="top", fontsize=10)
     # (N, NH, HS): one (NH, HS) slice per token
     xs = x0 + w + 1.45
-    for t in range(_N):
-        tx, tc = _token_slice(t)
-        xt = xs + t * (_HS * cw + 0.32)
-        sw, sh = _cells(ax, xt, top, tx, tc)
-        ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
-        ax.text(xt + sw / 2, top - sh - 0.05, f"({_NH}, {_HS})", ha="center", va="top", fontsize=10)
-        if t == 0:
-            for hh in range(_NH):
-                ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
-    ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})",
+    width = _token_slices(ax, xs, top, 0.32, cw=cw, ch=ch)
+    ax.text(xs + width / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})",
             ha="center", va="bottom", fontsize=11, fontweight="bold")
-    ax.text(xs + (_N * (_HS * cw + 0.32) - 0.32) / 2, top - _NH * ch - 0.32,
+    ax.text(xs + width / 2, top - _NH * ch - 0.32,
             "each token's row, cut into NH rows of HS", ha="center", va="top", fontsize=10)
     _legend(ax, 2.9, 0.22)
     return fig
@@ -301,16 +321,7 @@ def split_transpose():
     cw, ch = 0.42, 0.34
     top = 2.5
     x0 = 0.5
-    for t in range(_N):
-        tx, tc = _token_slice(t)
-        xt = x0 + t * (_HS * cw + 0.25)
-        sw, sh = _cells(ax, xt, top, tx, tc)
-        ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
-        ax.text(xt + sw / 2, top - sh - 0.05, f"({_NH}, {_HS})", ha="center", va="top", fontsize=10)
-        if t == 0:
-            for hh in range(_NH):
-                ax.text(xt - 0.06, top - (hh + 0.5) * ch, f"h{hh}", ha="right", va="center", fontsize=9)
-    width_in = _N * (_HS * cw + 0.25) - 0.25
+    width_in = _token_slices(ax, x0, top, 0.25, cw=cw, ch=ch)
     ax.text(x0 + width_in / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})", ha="center", va="bottom",
             fontsize=11, fontweight="bold")
     ax.text(x0 + width_in / 2, top - _NH * ch - 0.34, "indexed [token, head, :]", ha="center", va="top", fontsize=10)
@@ -319,15 +330,7 @@ def split_transpose():
     ax.text(xa + 0.5, top - 0.5, "transpose", ha="center", va="bottom", fontsize=10)
     ax.text(xa + 0.5, top - 0.7, "swap N, NH", ha="center", va="top", fontsize=10)
     xs = xa + 1.25
-    for hh in range(_NH):
-        hx, hc = _head_block(hh)
-        xh = xs + hh * (_HS * cw + 0.45)
-        bw, bh = _cells(ax, xh, top, hx, hc)
-        ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
-        ax.text(xh + bw / 2, top - bh - 0.06, f"({_N}, {_HS})", ha="center", va="top", fontsize=10)
-        for t in range(_N):
-            ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
-    width_out = _NH * (_HS * cw + 0.45) - 0.45
+    width_out = _head_blocks(ax, xs, top, 0.45, cw=cw, ch=ch)
     ax.text(xs + width_out / 2, top + 0.38, f"(NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center", va="bottom",
             fontsize=11, fontweight="bold")
     ax.text(4.8, 0.5, "Row h of every token's slice goes to head h, in token order: "
@@ -343,15 +346,7 @@ def merge_heads_diagram():
     cw, ch = 0.42, 0.34
     top = 2.45
     x0 = 0.5
-    for hh in range(_NH):
-        hx, hc = _head_block(hh)
-        xh = x0 + hh * (_HS * cw + 0.35)
-        bw, bh = _cells(ax, xh, top, hx, hc)
-        ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
-        ax.text(xh + bw / 2, top - bh - 0.06, f"({_N}, {_HS})", ha="center", va="top", fontsize=10)
-        for t in range(_N):
-            ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
-    width_in = _NH * (_HS * cw + 0.35) - 0.35
+    width_in = _head_blocks(ax, x0, top, 0.35, cw=cw, ch=ch)
     ax.text(x0 + width_in / 2, top + 0.38, f"head outputs (NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center",
             va="bottom", fontsize=11, fontweight="bold")
     xa = x0 + width_in + 0.25
