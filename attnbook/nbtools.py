@@ -69,8 +69,7 @@ def tidy(path) -> bool:
 
     Returns True if it changed anything.
     """
-    path = Path(path)
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = _load(path)
     changed = nb.get("metadata", {}).pop("widgets", None) is not None
     for cell in nb.get("cells", []):
         outputs = cell.get("outputs", [])
@@ -79,7 +78,7 @@ def tidy(path) -> bool:
             cell["outputs"] = kept
             changed = True
     if changed:
-        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        _save(path, nb)
     return changed
 
 
@@ -373,8 +372,7 @@ INSTALL_HINTS = {"torch": "make torch"}
 
 def notebook_requirements(path) -> list[str]:
     """The optional packages a notebook declares in ``metadata["attnbook"]["requires"]``."""
-    nb = json.loads(Path(path).read_text(encoding="utf-8"))
-    return list(nb.get("metadata", {}).get("attnbook", {}).get("requires", []))
+    return list(_load(path).get("metadata", {}).get("attnbook", {}).get("requires", []))
 
 
 def missing_requirements(path) -> list[str]:
