@@ -3,7 +3,8 @@
 #
 #   make book      build the site into _build/html (zero warnings allowed)
 #   make test      run the whole suite: notebooks (nbval), helper package, site
-#   make torch     add PyTorch (requirements-torch.txt) for the PyTorch chapter
+#   make torch     add PyTorch and transformers (requirements-torch.txt): the PyTorch
+#                  chapter and the tests against Hugging Face's attention modules
 #   make lab       JupyterLab on the notebooks
 #   make serve     serve the built site on http://127.0.0.1:$(PORT)
 #   make outputs   re-execute every notebook in place (after an edit); first puts each

@@ -189,12 +189,27 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, fully_masked="raise"):
     return output, weights
 
 
-def causal_mask(n):
-    """Boolean (n, n) lower-triangular mask: query i may attend to keys 0..i."""
-    n = int(n)
-    if n < 0:
-        raise ValueError(f"sequence length must be >= 0, got {n}")
-    return np.tril(np.ones((n, n), dtype=bool))
+def causal_mask(n_q, n_k=None):
+    """Boolean causal mask, True = may attend.
+
+    ``causal_mask(n)`` is the (n, n) lower triangle: query i may attend to
+    keys 0..i.
+
+    ``causal_mask(n_q, n_k)`` is (n_q, n_k) and aligned **bottom-right**: the
+    queries are the *last* n_q of the n_k positions, so query i sits at
+    position ``n_k - n_q + i`` and may attend to keys 0..n_k-n_q+i. This is
+    the mask of decoding with a KV cache (one new query against every cached
+    key: a row of all True) and of chunked prefill. PyTorch's
+    ``scaled_dot_product_attention(is_causal=True)`` aligns top-left instead
+    (query i sees keys 0..i whatever n_k is); the two agree only when
+    n_q == n_k. When n_q > n_k, the first n_q - n_k queries sit before the
+    first key and see nothing: their rows are all False (fully masked).
+    """
+    n_q = int(n_q)
+    n_k = n_q if n_k is None else int(n_k)
+    if n_q < 0 or n_k < 0:
+        raise ValueError(f"sequence lengths must be >= 0, got n_q={n_q}, n_k={n_k}")
+    return np.tri(n_q, n_k, k=n_k - n_q, dtype=bool)
 
 
 def padding_mask(lengths, n):
@@ -300,3 +315,10 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
     k, v = (split_heads(t, n_heads) for t in np.split(x_kv @ w_kv, 2, axis=-1))  # (..., NH, Nk, HS)
     out, _ = scaled_dot_product_attention(q, k, v, _same_for_every_head(mask), fully_masked=fully_masked)
     return merge_heads(out) @ w_o  # (..., Nq, D)
+
+
+# The answer key of the later parts lives in modules of its own (one per part of
+# the book); chapters import everything from here.
+from .reference_llm import grouped_query_attention, rope  # noqa: E402
+
+__all__ += ["rope", "grouped_query_attention"]

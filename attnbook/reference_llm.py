@@ -1,0 +1,154 @@
+"""The answer key of the part "Attention in today's LLMs".
+
+Chapters import these names from :mod:`attnbook.reference`; they live here so
+that the answer key of each part of the book stays a file of its own.
+
+* :func:`rope`: rotary position embedding (Su et al., RoFormer), in both of
+  the pairing conventions found in real code.
+* :func:`grouped_query_attention`: multi-head, grouped-query and multi-query
+  attention in one function, through the number of key/value heads.
+
+Conventions are those of :mod:`attnbook.reference`: masks are boolean with
+True = may attend, and a fully masked query raises unless
+``fully_masked="zeros"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .reference import _as_float_array, _check_mask, scaled_dot_product_attention
+
+__all__ = ["rope_angles", "rope", "grouped_query_attention"]
+
+
+def rope_angles(positions, d, *, base=10000.0):
+    """The rotation angles of RoPE, ``positions[n] * theta_i``, shape (N, d/2).
+
+    ``theta_i = base ** (-2i / d)`` for i = 0 .. d/2 - 1: pair 0 turns fastest
+    (one radian per position), the last pair slowest.
+    """
+    d = int(d)
+    if d <= 0 or d % 2:
+        raise ValueError(f"RoPE rotates pairs of coordinates: d must be even "
+                         f"and > 0, got d = {d}")
+    base = float(base)
+    if not np.isfinite(base) or base <= 1:
+        raise ValueError(f"base must be a finite number > 1, got {base!r}")
+    pos = _as_float_array(positions, "positions")
+    theta = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (d/2,)
+    return pos[..., None] * theta  # (..., N, d/2)
+
+
+def rope(x, positions, *, base=10000.0, interleaved=False):
+    """Rotate pairs of coordinates of ``x`` by the angle ``position * theta_i``.
+
+    Parameters
+    ----------
+    x : array (..., N, d), d even; queries or keys (one head or many).
+    positions : array (N,) (or any shape that broadcasts to x's (..., N)):
+        the position of each of the N rows, usually ``np.arange(N)``, or
+        ``np.arange(start, start + N)`` for tokens that come after a cache.
+    base : the base of the frequencies, ``theta_i = base ** (-2i / d)``:
+        10,000 in RoFormer, 500,000 in LLaMA 3, 1,000,000 in Qwen2.
+    interleaved : which coordinates form pair i.
+        ``False`` (default): split halves, ``(x[i], x[i + d/2])``, as Hugging
+        Face's ``rotate_half`` and GPT-NeoX do.
+        ``True``: neighbours, ``(x[2i], x[2i+1])``, as Meta's LLaMA reference
+        code (its complex-number form), GPT-J and RoFormer do.
+
+    Each pair (a, b) becomes (a cos φ - b sin φ, a sin φ + b cos φ) with
+    φ = position * theta_i. Returns an array of x's shape. Position 0 is the
+    identity. The score between a query rotated at m and a key rotated at n
+    depends on m - n only.
+    """
+    x = _as_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., N, d), got shape {x.shape}")
+    n, d = x.shape[-2], x.shape[-1]
+    pos = np.asarray(positions)
+    if pos.ndim == 0 or pos.shape[-1] != n:
+        raise ValueError(f"positions must give one position per row of x: x "
+                         f"{x.shape} has N = {n}, positions {pos.shape}")
+    angles = rope_angles(pos, d, base=base)  # (..., N, d/2)
+    cos, sin = np.cos(angles), np.sin(angles)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each
+        out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)))
+        out[..., 0::2] = a * cos - b * sin
+        out[..., 1::2] = a * sin + b * cos
+        return out
+    a, b = x[..., : d // 2], x[..., d // 2:]  # (..., N, d/2) each
+    return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+
+def grouped_query_attention(q, k, v, mask=None, *, fully_masked="raise"):
+    """Attention with fewer key/value heads than query heads.
+
+    Parameters
+    ----------
+    q : array (..., H_q, N_q, d_k)
+    k : array (..., H_kv, N_k, d_k)
+    v : array (..., H_kv, N_k, d_v)
+        H_q must be a multiple of H_kv. H_kv == H_q is multi-head attention,
+        1 < H_kv < H_q grouped-query attention (GQA), H_kv == 1 multi-query
+        attention (MQA). Query head h reads key/value head
+        ``h // (H_q // H_kv)``: consecutive query heads share one KV head, as
+        in LLaMA, Qwen2 and Mistral (``repeat_interleave``, not ``repeat``).
+    mask : bool, True = may attend, broadcastable to the scores'
+        (..., H_q, N_q, N_k), as in
+        :func:`~attnbook.reference.scaled_dot_product_attention`.
+    fully_masked : "raise" or "zeros", as there.
+
+    Returns
+    -------
+    output : (..., H_q, N_q, d_v)
+    weights : (..., H_q, N_q, N_k)
+
+    The KV heads are never copied: q is reshaped to
+    (..., H_kv, group, N_q, d_k) and k, v get a size-1 group axis that
+    broadcasting stretches.
+    """
+    q = _as_float_array(q, "q")
+    k = _as_float_array(k, "k")
+    v = _as_float_array(v, "v")
+    for name, a in (("q", q), ("k", k), ("v", v)):
+        if a.ndim < 3:
+            raise ValueError(f"{name} must be (..., heads, N, d), got shape "
+                             f"{a.shape}")
+    h_q, h_kv = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != h_kv:
+        raise ValueError(f"k and v must have the same number of heads: "
+                         f"k {k.shape}, v {v.shape}")
+    if h_kv == 0 or h_q % h_kv:
+        raise ValueError(f"the number of query heads H_q = {h_q} must be a "
+                         f"multiple of the number of key/value heads "
+                         f"H_kv = {h_kv}")
+    try:
+        lead = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3])
+    except ValueError:
+        raise ValueError(f"leading (batch) dimensions do not broadcast: "
+                         f"q {q.shape}, k {k.shape}, v {v.shape}") from None
+    group = h_q // h_kv
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    # (..., H_kv, group, N_q, d_k): query heads g*group .. g*group+group-1
+    # share KV head g
+    q5 = q.reshape(*q.shape[:-3], h_kv, group, n_q, q.shape[-1])
+    k5, v5 = k[..., None, :, :], v[..., None, :, :]  # (..., H_kv, 1, N_k, d)
+    m5 = None
+    if mask is not None:
+        score_shape = (*lead, h_q, n_q, n_k)
+        m = np.broadcast_to(_check_mask(mask, score_shape), score_shape)
+        empty = ~m.any(axis=-1)  # (..., H_q, N_q)
+        if fully_masked == "raise" and n_q and empty.any():
+            where = tuple(int(i) for i in np.argwhere(empty)[0])
+            raise ValueError(
+                f"query {where} (index into (..., H_q, N_q)) has every key "
+                "masked, so its softmax is 0/0; pass fully_masked='zeros' to "
+                "give such rows zero weight and zero output")
+        m5 = m.reshape(*lead, h_kv, group, n_q, n_k)
+    out, w = scaled_dot_product_attention(q5, k5, v5, m5, fully_masked=fully_masked)
+    # back to one head axis: (..., H_q, N_q, d_v) and (..., H_q, N_q, N_k)
+    out = out.reshape(*out.shape[:-4], h_q, n_q, out.shape[-1])
+    w = w.reshape(*w.shape[:-4], h_q, n_q, n_k)
+    return out, w
