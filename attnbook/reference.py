@@ -320,5 +320,7 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 # The answer key of the later parts lives in modules of its own (one per part of
 # the book); chapters import everything from here.
 from .reference_llm import grouped_query_attention, rope  # noqa: E402
+from .reference_mla import MLAWeights, mla_attention, rms_norm  # noqa: E402
 
 __all__ += ["rope", "grouped_query_attention"]
+__all__ += ["rms_norm", "MLAWeights", "mla_attention"]
