@@ -525,3 +525,10 @@ def check_torch_attention(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_torch_attention"]
+
+
+# The checkers of the later parts live in modules of their own; chapters import
+# them from here.
+from .check_mla import check_absorbed_scores  # noqa: E402
+
+__all__ += ["check_absorbed_scores"]

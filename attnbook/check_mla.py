@@ -1,0 +1,96 @@
+"""Checkers of the chapter on multi-head latent attention (MLA).
+
+Chapters import them from :mod:`attnbook.check`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .check import Case, Verdict, run_cases
+
+__all__ = ["absorbed_scores_cases", "check_absorbed_scores"]
+
+
+def _right(q_nope, q_rope, c_kv, k_rope, w_uk):
+    q_lat = q_nope @ np.swapaxes(w_uk, -1, -2)  # (..., N, r_kv)
+    d = q_nope.shape[-1] + q_rope.shape[-1]
+    return (q_lat @ c_kv.T + q_rope @ k_rope.T) / np.sqrt(d)
+
+
+def _wrong_forms(q_nope, q_rope, c_kv, k_rope, w_uk):
+    """(hint, result) for the mistakes a learner plausibly makes."""
+    q_lat = q_nope @ np.swapaxes(w_uk, -1, -2)
+    nope, pos = q_lat @ c_kv.T, q_rope @ k_rope.T
+    dn, dr, r = q_nope.shape[-1], q_rope.shape[-1], c_kv.shape[-1]
+    out = [
+        ("the RoPE part q_rope . k_rope is missing", nope / np.sqrt(dn + dr)),
+        ("only the RoPE part: q_nope must meet the latent through W_uk",
+         pos / np.sqrt(dn + dr)),
+        ("the scores are not scaled: divide by sqrt(d_nope + d_rope)", nope + pos),
+        ("scaled by sqrt(d_nope) only: the key head size is "
+         "d_nope + d_rope", (nope + pos) / np.sqrt(dn)),
+        ("scaled by sqrt(r_kv + d_rope), the width of the latent: the "
+         "scale is that of the full head, d_nope + d_rope",
+         (nope + pos) / np.sqrt(r + dr)),
+        ("divided by d_nope + d_rope, not by its square root",
+         (nope + pos) / (dn + dr)),
+    ]
+    if w_uk.shape[-1] == w_uk.shape[-2]:
+        q_bad = q_nope @ w_uk  # W_uk not transposed (possible when square)
+        out.append(("W_uk is (r_kv, d_nope): q_nope meets it transposed, "
+                    "q_nope @ W_uk.T",
+                    (q_bad @ c_kv.T + pos) / np.sqrt(dn + dr)))
+    return out
+
+
+def absorbed_scores_cases() -> list[Case]:
+    rng = np.random.default_rng(14)
+    cases = []
+    for label, n, t, dn, dr, r, lead in [
+        ("one head: 3 queries, 5 cached tokens, d_nope 6, d_rope 4, "
+         "r_kv 8", 3, 5, 6, 4, 8, ()),
+        ("a square W_uk (r_kv = d_nope = 6): a missing transpose shows",
+         2, 4, 6, 2, 6, ()),
+        ("one new query against 7 cached tokens (decoding)", 1, 7, 4, 2, 10,
+         ()),
+        ("4 heads at once: q_nope (4, 3, 6), W_uk (4, 8, 6), a shared "
+         "cache", 3, 5, 6, 4, 8, (4,)),
+    ]:
+        args = (rng.normal(size=(*lead, n, dn)), rng.normal(size=(*lead, n, dr)),
+                rng.normal(size=(t, r)), rng.normal(size=(t, dr)),
+                rng.normal(size=(*lead, r, dn)))
+        cases.append(Case(label, args, _right(*args)))
+    return cases
+
+
+def check_absorbed_scores(fn: Callable) -> Verdict:
+    """Check ``fn(q_nope, q_rope, c_kv, k_rope, w_uk)``: the scaled scores of
+    absorbed MLA, ``((q_nope W_uk^T) c_kv^T + q_rope k_rope^T) /
+    sqrt(d_nope + d_rope)``, shape (..., N, T). A tuple ``(scores, ...)``
+    is accepted too (its first element is checked)."""
+    cases = absorbed_scores_cases()
+
+    def first(result):
+        if isinstance(result, (tuple, list)) and result and not np.isscalar(result[0]):
+            return result[0]
+        return result
+
+    verdict = run_cases(fn, cases, "check_absorbed_scores", pick=first)
+    if not verdict:
+        for case in cases:
+            try:
+                with np.errstate(all="ignore"):
+                    got = np.asarray(first(fn(*case.args)), dtype=float)
+            except Exception:
+                continue
+            if got.shape == case.expected.shape and np.allclose(got, case.expected):
+                continue
+            for hint, wrong in _wrong_forms(*case.args):
+                if got.shape == wrong.shape and np.allclose(got, wrong):
+                    print(f"    hint: {hint}")
+                    break
+            break
+    return verdict

@@ -1,0 +1,67 @@
+"""check_absorbed_scores (the MLA chapter) passes the right answer, in both return
+forms, and rejects each wrong answer a learner plausibly writes, naming it."""
+
+import numpy as np
+import pytest
+
+from attnbook import check
+
+
+def right(q_nope, q_rope, c_kv, k_rope, w_uk):
+    q_lat = q_nope @ np.swapaxes(w_uk, -1, -2)
+    return (q_lat @ c_kv.T + q_rope @ k_rope.T) / np.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+
+
+def test_right_answer_passes_alone_and_in_a_tuple(capsys):
+    assert check.check_absorbed_scores(right)
+    assert check.check_absorbed_scores(lambda *a: (right(*a), None))
+    assert "all 4 cases passed" in capsys.readouterr().out
+
+
+def _scale(a):
+    return np.sqrt(a[0].shape[-1] + a[1].shape[-1])
+
+
+WRONG = {
+    "no RoPE part": (lambda qn, qr, c, kr, w: (qn @ np.swapaxes(w, -1, -2)) @ c.T / _scale((qn, qr)),
+                     "RoPE part"),
+    "only the RoPE part": (lambda qn, qr, c, kr, w: qr @ kr.T / _scale((qn, qr)), "only the RoPE part"),
+    "no scale": (lambda qn, qr, c, kr, w: (qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T, "not scaled"),
+    "sqrt(d_nope)": (lambda qn, qr, c, kr, w: ((qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T)
+                     / np.sqrt(qn.shape[-1]), "sqrt(d_nope) only"),
+    "sqrt(r_kv + d_rope)": (lambda qn, qr, c, kr, w: ((qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T)
+                            / np.sqrt(c.shape[-1] + qr.shape[-1]), "width of the latent"),
+    "no square root": (lambda qn, qr, c, kr, w: ((qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T)
+                       / (qn.shape[-1] + qr.shape[-1]), "square root"),
+    "W_uk not transposed": (lambda qn, qr, c, kr, w: ((qn @ w) @ c.T + qr @ kr.T) / _scale((qn, qr)),
+                            "transposed"),
+    "one head only (ignores the head axis)": (
+        lambda qn, qr, c, kr, w: right(qn.reshape(-1, qn.shape[-1])[: qn.shape[-2]],
+                                       qr.reshape(-1, qr.shape[-1])[: qr.shape[-2]], c, kr,
+                                       w.reshape(-1, *w.shape[-2:])[0]),
+        None),
+    "keys as rows of the scores (transposed result)": (lambda *a: np.swapaxes(right(*a), -1, -2), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(WRONG))
+def test_wrong_answers_are_rejected_and_named(name, capsys):
+    fn, hint = WRONG[name]
+    assert not check.check_absorbed_scores(fn)
+    out = capsys.readouterr().out
+    assert "FAILED" in out
+    if hint:
+        assert "hint:" in out and hint in out
+
+
+@pytest.mark.parametrize("bad", [None, "scores", 3.0, {"a": 1}, [np.ones(2), np.ones((3, 3))]])
+def test_odd_return_values_are_reported_not_raised(bad, capsys):
+    assert not check.check_absorbed_scores(lambda *a: bad)
+    assert "FAILED" in capsys.readouterr().out
+
+
+def test_a_stub_is_not_done_yet(capsys):
+    def stub(*a):
+        raise NotImplementedError
+    assert not check.check_absorbed_scores(stub)
+    assert "not done yet" in capsys.readouterr().out
