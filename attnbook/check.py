@@ -525,3 +525,7 @@ def check_torch_attention(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_torch_attention"]
+
+from .check_fast import check_merge_states  # noqa: E402
+
+__all__ += ["check_merge_states"]

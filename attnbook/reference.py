@@ -322,3 +322,9 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 from .reference_llm import grouped_query_attention, rope  # noqa: E402
 
 __all__ += ["rope", "grouped_query_attention"]
+
+from .reference_fast import (  # noqa: E402
+    attention_state, flash_attention, merge_attention_states, online_softmax_state)
+
+__all__ += ["flash_attention", "online_softmax_state", "attention_state",
+            "merge_attention_states"]
