@@ -526,6 +526,6 @@ def check_torch_attention(fn: Callable) -> Verdict:
 
 __all__ += ["check_torch_attention"]
 
-from .check_fast import check_merge_states  # noqa: E402
+from .check_fast import check_attention_flops, check_merge_states  # noqa: E402
 
-__all__ += ["check_merge_states"]
+__all__ += ["check_merge_states", "check_attention_flops"]

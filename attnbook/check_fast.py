@@ -168,3 +168,70 @@ def check_merge_states(fn: Callable) -> Verdict:
                 return Verdict(False, name)
     print(f"{name}: all {len(cases)} cases passed.")
     return Verdict(True, name)
+
+
+# --- counting the work of attention ---------------------------------------
+
+def attention_flops_reference(B, H, N, d, causal=False):
+    """FLOPs of the two matrix products of attention, QK^T and PV (d_v = d):
+    2 B H N^2 d each. With ``causal=True`` only the N(N+1)/2 allowed
+    (query, key) pairs of each head are counted."""
+    pairs = N * (N + 1) // 2 if causal else N * N
+    return 4 * B * H * pairs * d
+
+
+_FLOP_CASES = [(1, 1, 4, 2, False), (3, 5, 5, 4, False), (1, 1, 4, 2, True),
+               (2, 8, 16, 8, True), (1, 2, 1, 3, True), (4, 16, 1024, 64, False)]
+
+
+def attention_flops_mistakes(B, H, N, d, causal):
+    pairs = N * (N + 1) // 2 if causal else N * N
+    return [
+        ("half the answer: count both products (Q K^T and P V), and count a "
+         "multiply-add as two operations: each product costs 2 B H N^2 d",
+         2 * B * H * pairs * d),
+        ("the batch B is missing", 4 * H * pairs * d),
+        ("the heads H are missing", 4 * B * pairs * d),
+        ("with a causal mask, query i sees i + 1 keys: N(N+1)/2 pairs per "
+         "head, not N^2", 4 * B * H * N * N * d),
+        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
+         "not N^2 / 2", 4 * B * H * N * N * d / 2),
+        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
+         "not N(N-1)/2", 4 * B * H * N * (N - 1) // 2 * d),
+    ]
+
+
+def check_attention_flops(fn: Callable) -> Verdict:
+    """Check a learner's ``attention_flops(B, H, N, d, causal=False)``."""
+    name = "check_attention_flops"
+    for i, args in enumerate(_FLOP_CASES, 1):
+        label = "B, H, N, d = {}, {}, {}, {}, causal={}".format(*args)
+        want = attention_flops_reference(*args)
+        try:
+            got = fn(*args[:4], causal=args[4])
+        except NotImplementedError:
+            print(f"{name}: not done yet (replace the stub with your code).")
+            return Verdict(False, name)
+        except Exception as exc:  # the learner's bug, reported rather than raised
+            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
+            _say(f"    your function raised {type(exc).__name__}: {exc}")
+            return Verdict(False, name)
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
+            _say(f"    return one number; your function returned a {type(got).__name__}")
+            return Verdict(False, name)
+        if value != want:
+            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
+            _say(f"    expected {want:,}, your function returned {got!r}")
+            for hint, wrong in attention_flops_mistakes(*args):
+                if value == wrong and wrong != want:
+                    _say(f"    hint: {hint}")
+                    break
+            return Verdict(False, name)
+    print(f"{name}: all {len(_FLOP_CASES)} cases passed.")
+    return Verdict(True, name)
+
+
+__all__ += ["attention_flops_reference", "check_attention_flops"]

@@ -132,3 +132,42 @@ def test_the_checker_does_not_let_the_learner_change_its_cases():
 
     check.check_merge_states(vandal)
     assert check.check_merge_states(right)
+
+
+# --- check_attention_flops -------------------------------------------------
+
+def flops_right(B, H, N, d, causal=False):
+    return 4 * B * H * d * (N * (N + 1) // 2 if causal else N * N)
+
+
+@pytest.mark.parametrize("fn,hint", [
+    (lambda B, H, N, d, causal=False: flops_right(B, H, N, d, causal) // 2, "half the answer"),
+    (lambda B, H, N, d, causal=False: flops_right(1, H, N, d, causal), "the batch B is missing"),
+    (lambda B, H, N, d, causal=False: flops_right(B, 1, N, d, causal), "the heads H are missing"),
+    (lambda B, H, N, d, causal=False: 4 * B * H * N * N * d, "query i sees i + 1 keys"),
+    (lambda B, H, N, d, causal=False: 4 * B * H * N * N * d / (2 if causal else 1), "not N^2 / 2"),
+    (lambda B, H, N, d, causal=False: 4 * B * H * d * (N * (N - 1) // 2 if causal else N * N),
+     "not N(N-1)/2"),
+])
+def test_wrong_flop_counts_are_rejected_with_a_hint(fn, hint, capsys):
+    assert not check.check_attention_flops(fn)
+    out = capsys.readouterr().out
+    assert hint in " ".join(out.split())
+    assert max(len(line) for line in out.splitlines()) <= 79
+
+
+@pytest.mark.parametrize("fn,words", [
+    (lambda B, H, N, d, causal=False: None, "return one number"),
+    (lambda B, H, N, d, causal=False: [1, 2], "return one number"),
+    (lambda B, H, N, d: 4 * B * H * N * N * d, "TypeError"),
+])
+def test_flop_checker_survives_odd_answers(fn, words, capsys):
+    assert not check.check_attention_flops(fn)
+    assert words in capsys.readouterr().out
+
+
+def test_right_flop_counts_pass(capsys):
+    assert check.check_attention_flops(flops_right)
+    assert check.check_attention_flops(
+        lambda B, H, N, d, causal=False: float(flops_right(B, H, N, d, causal)))
+    assert "all 6 cases passed" in capsys.readouterr().out
