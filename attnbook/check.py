@@ -532,3 +532,6 @@ __all__ += ["check_torch_attention"]
 from .check_mla import check_absorbed_scores  # noqa: E402
 
 __all__ += ["check_absorbed_scores"]
+from .check_fast import check_attention_flops, check_merge_states  # noqa: E402
+
+__all__ += ["check_merge_states", "check_attention_flops"]

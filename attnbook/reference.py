@@ -324,3 +324,9 @@ from .reference_mla import MLAWeights, mla_attention, rms_norm  # noqa: E402
 
 __all__ += ["rope", "grouped_query_attention"]
 __all__ += ["rms_norm", "MLAWeights", "mla_attention"]
+
+from .reference_fast import (  # noqa: E402
+    attention_state, flash_attention, merge_attention_states, online_softmax_state)
+
+__all__ += ["flash_attention", "online_softmax_state", "attention_state",
+            "merge_attention_states"]

@@ -1,0 +1,237 @@
+"""Checkers of the part "Making attention fast" (re-exported by
+:mod:`attnbook.check`).
+
+``check_merge_states(fn)`` checks a learner's ``merge(a, b)`` of two partial
+attention results ``(m, l, o)`` (see
+:func:`attnbook.reference.merge_attention_states`), and names the usual
+mistakes when it recognises one: no rescaling, rescaling one side only, the
+exponent's sign flipped, the maximum not updated, the output divided too
+early, nan from two empty blocks.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Callable
+
+import numpy as np
+
+from . import reference as ref
+from .check import Case, Verdict, _compare, _side_by_side
+
+__all__ = ["merge_states_cases", "merge_state_mistakes", "check_merge_states"]
+
+
+def _say(text, indent="    "):
+    """Print ``text`` wrapped to 79 characters, continuation lines indented."""
+    print(textwrap.fill(text, 79, subsequent_indent=indent + "  ",
+                        break_on_hyphens=False))
+
+
+_PARTS = ("m (the maximum)", "l (the sum)", "o (the unnormalised output)")
+
+
+def _state(q, k, v, mask=None):
+    return tuple(np.asarray(t) for t in ref.attention_state(q, k, v, mask))
+
+
+def merge_states_cases() -> list[Case]:
+    rng = np.random.default_rng(21)
+    q, k, v = rng.normal(size=(3, 4)) * 2, rng.normal(size=(8, 4)) * 2, rng.normal(size=(8, 2))
+    big_k = np.concatenate([k[:4], k[4:] * 400])  # second block: scores in the hundreds
+    qb, kb, vb = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 6, 4)), rng.normal(size=(2, 6, 2))
+    none = np.zeros((3, 4), bool)
+    pairs = [
+        ("3 queries, keys 0-3 then keys 4-7 (the maxima differ from row to row)",
+         _state(q, k[:4], v[:4]), _state(q, k[4:], v[4:])),
+        ("the same two blocks in the other order (b before a)",
+         _state(q, k[4:], v[4:]), _state(q, k[:4], v[:4])),
+        ("the second block's scores are in the hundreds (exp of them overflows)",
+         _state(q, big_k[:4], v[:4]), _state(q, big_k[4:], v[4:])),
+        ("block b saw no key (every key masked): (-inf, 0, 0) must change nothing",
+         _state(q, k[:4], v[:4]), _state(q, k[4:], v[4:], none)),
+        ("both blocks saw no key: the result is (-inf, 0, 0), with no nan",
+         _state(q, k[:4], v[:4], none), _state(q, k[4:], v[4:], none)),
+        ("a batch of 2 sequences, 3 queries each: m and l (2, 3), o (2, 3, 2)",
+         _state(qb, kb[:, :2], vb[:, :2]), _state(qb, kb[:, 2:], vb[:, 2:])),
+    ]
+    return [Case(label, (a, b), ref.merge_attention_states(a, b)) for label, a, b in pairs]
+
+
+def _safe(m):
+    return np.where(np.isneginf(m), 0.0, m)
+
+
+def merge_state_mistakes(a, b):
+    """Wrong merges a learner plausibly writes, each with the hint the checker
+    prints when the learner's result matches it."""
+    (m_a, l_a, o_a), (m_b, l_b, o_b) = a, b
+    m = np.maximum(m_a, m_b)
+    s = _safe(m)
+    al, be = np.exp(m_a - s), np.exp(m_b - s)
+    right_l, right_o = al * l_a + be * l_b, al[..., None] * o_a + be[..., None] * o_b
+    flip_al, flip_be = np.exp(s - m_a), np.exp(s - m_b)
+    keep_a = np.exp(m_b - _safe(m_a))
+    return [
+        ("nothing is rescaled: l_a + l_b adds sums taken against different maxima; "
+         "multiply each side by exp(m_side - m) first",
+         (m, l_a + l_b, o_a + o_b)),
+        ("only block b is rescaled: block a's sum and output were taken against m_a "
+         "and need the factor exp(m_a - m) too",
+         (m, l_a + be * l_b, o_a + be[..., None] * o_b)),
+        ("only block a is rescaled: block b's sum and output need exp(m_b - m) too",
+         (m, al * l_a + l_b, al[..., None] * o_a + o_b)),
+        ("the exponent is flipped: the factor is exp(m_side - m), which is at most 1, "
+         "not exp(m - m_side)",
+         (m, flip_al * l_a + flip_be * l_b, flip_al[..., None] * o_a + flip_be[..., None] * o_b)),
+        ("the maximum is not updated: return m = max(m_a, m_b), not m_a",
+         (m_a, right_l, right_o)),
+        ("the maximum is not updated: l and o are rescaled to m_a instead of max(m_a, m_b)",
+         (m_a, l_a + keep_a * l_b, o_a + keep_a[..., None] * o_b)),
+        ("the maximum is not updated: return m = max(m_a, m_b), not m_b",
+         (m_b, right_l, right_o)),
+        ("the minimum was taken: m is the larger of the two maxima",
+         (np.minimum(m_a, m_b), right_l, right_o)),
+        ("o is divided by l already: keep o unnormalised until every block is merged "
+         "(divide once, at the very end)",
+         (m, right_l, right_o / right_l[..., None])),
+    ]
+
+
+def _as_state(result):
+    """(m, l, o) as arrays, or a reason why the result is not such a triple."""
+    if not isinstance(result, (tuple, list)) or len(result) != 3:
+        kind = type(result).__name__
+        size = f" of length {len(result)}" if isinstance(result, (tuple, list)) else ""
+        return None, f"return a tuple (m, l, o); your function returned a {kind}{size}"
+    parts = []
+    for name, part in zip(_PARTS, result):
+        try:
+            parts.append(np.asarray(part, dtype=float))
+        except (TypeError, ValueError):
+            return None, f"{name} is not an array of numbers (got {type(part).__name__})"
+    return parts, None
+
+
+def _matches(got, wrong):
+    try:
+        return all(g.shape == np.shape(w) and np.allclose(g, w, rtol=1e-6, atol=1e-9, equal_nan=True)
+                   for g, w in zip(got, wrong))
+    except (TypeError, ValueError):
+        return False
+
+
+def _hint(parts, case):
+    """Print a hint when the learner's result is a recognisable mistake."""
+    if any(np.isnan(p).any() for p in parts):
+        if np.isneginf(case.expected[0]).any():
+            _say("    hint: exp(-inf - (-inf)) is nan; where the merged maximum "
+                 "is -inf, use 0 in its place in the exponents")
+        return
+    with np.errstate(all="ignore"):
+        mistakes = merge_state_mistakes(*case.args)
+    for hint, wrong in mistakes:
+        if not any(np.isnan(w).any() for w in wrong) and _matches(parts, wrong):
+            _say(f"    hint: {hint}")
+            return
+
+
+def check_merge_states(fn: Callable) -> Verdict:
+    """Check a learner's ``merge(a, b)``: a and b are ``(m, l, o)``; return the
+    merged ``(m, l, o)``, with ``o`` still unnormalised."""
+    name = "check_merge_states"
+    cases = merge_states_cases()
+    for i, case in enumerate(cases, 1):
+        a, b = (tuple(np.array(t, copy=True) for t in s) for s in case.args)
+        try:
+            with np.errstate(all="ignore"):
+                got = fn(a, b)
+        except NotImplementedError:
+            print(f"{name}: not done yet (replace the stub with your code).")
+            return Verdict(False, name)
+        except Exception as exc:  # the learner's bug, reported rather than raised
+            _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
+            _say(f"    your function raised {type(exc).__name__}: {exc}")
+            return Verdict(False, name)
+        parts, problem = _as_state(got)
+        if problem:
+            _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
+            _say(f"    {problem}")
+            return Verdict(False, name)
+        for part_name, want, have in zip(_PARTS, case.expected, parts):
+            reason = _compare(want, have, 1e-6, 1e-9)
+            if reason:
+                _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
+                _say(f"    {part_name}: {reason}")
+                _hint(parts, case)
+                print(_side_by_side(want, have))
+                return Verdict(False, name)
+    print(f"{name}: all {len(cases)} cases passed.")
+    return Verdict(True, name)
+
+
+# --- counting the work of attention ---------------------------------------
+
+def attention_flops_reference(B, H, N, d, causal=False):
+    """FLOPs of the two matrix products of attention, QK^T and PV (d_v = d):
+    2 B H N^2 d each. With ``causal=True`` only the N(N+1)/2 allowed
+    (query, key) pairs of each head are counted."""
+    pairs = N * (N + 1) // 2 if causal else N * N
+    return 4 * B * H * pairs * d
+
+
+_FLOP_CASES = [(1, 1, 4, 2, False), (3, 5, 5, 4, False), (1, 1, 4, 2, True),
+               (2, 8, 16, 8, True), (1, 2, 1, 3, True), (4, 16, 1024, 64, False)]
+
+
+def attention_flops_mistakes(B, H, N, d, causal):
+    pairs = N * (N + 1) // 2 if causal else N * N
+    return [
+        ("half the answer: count both products (Q K^T and P V), and count a "
+         "multiply-add as two operations: each product costs 2 B H N^2 d",
+         2 * B * H * pairs * d),
+        ("the batch B is missing", 4 * H * pairs * d),
+        ("the heads H are missing", 4 * B * pairs * d),
+        ("with a causal mask, query i sees i + 1 keys: N(N+1)/2 pairs per "
+         "head, not N^2", 4 * B * H * N * N * d),
+        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
+         "not N^2 / 2", 4 * B * H * N * N * d / 2),
+        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
+         "not N(N-1)/2", 4 * B * H * N * (N - 1) // 2 * d),
+    ]
+
+
+def check_attention_flops(fn: Callable) -> Verdict:
+    """Check a learner's ``attention_flops(B, H, N, d, causal=False)``."""
+    name = "check_attention_flops"
+    for i, args in enumerate(_FLOP_CASES, 1):
+        label = "B, H, N, d = {}, {}, {}, {}, causal={}".format(*args)
+        want = attention_flops_reference(*args)
+        try:
+            got = fn(*args[:4], causal=args[4])
+        except NotImplementedError:
+            print(f"{name}: not done yet (replace the stub with your code).")
+            return Verdict(False, name)
+        except Exception as exc:  # the learner's bug, reported rather than raised
+            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
+            _say(f"    your function raised {type(exc).__name__}: {exc}")
+            return Verdict(False, name)
+        try:
+            value = float(got)
+        except (TypeError, ValueError):
+            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
+            _say(f"    return one number; your function returned a {type(got).__name__}")
+            return Verdict(False, name)
+        if value != want:
+            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
+            _say(f"    expected {want:,}, your function returned {got!r}")
+            for hint, wrong in attention_flops_mistakes(*args):
+                if value == wrong and wrong != want:
+                    _say(f"    hint: {hint}")
+                    break
+            return Verdict(False, name)
+    print(f"{name}: all {len(_FLOP_CASES)} cases passed.")
+    return Verdict(True, name)
+
+
+__all__ += ["attention_flops_reference", "check_attention_flops"]
