@@ -525,3 +525,10 @@ def check_torch_attention(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_torch_attention"]
+
+
+# The checkers of the part "Attention in today's LLMs" live in a module of
+# their own; chapters import them from here.
+from .check_llm import check_rolling_attention, check_sliding_window_mask  # noqa: E402
+
+__all__ += ["check_sliding_window_mask", "check_rolling_attention"]

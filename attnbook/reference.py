@@ -322,3 +322,8 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 from .reference_llm import grouped_query_attention, rope  # noqa: E402
 
 __all__ += ["rope", "grouped_query_attention"]
+
+# The KV cache chapter (14): sliding-window attention.
+from .reference_llm import sliding_window_mask  # noqa: E402
+
+__all__ += ["sliding_window_mask"]
