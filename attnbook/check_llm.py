@@ -6,6 +6,7 @@ here. Each chapter's checkers sit in a section of their own.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Callable
 
 import numpy as np
@@ -46,7 +47,8 @@ def _print_hint(fn, cases, wrong_forms, *, prepare=None):
                 continue
             a, b = (got, wrong) if rows is None else (got[rows], wrong[rows])
             if np.allclose(a, b, rtol=1e-6, atol=1e-9):
-                print(f"    hint: {hint}")
+                print(textwrap.fill(hint, 79, initial_indent="    hint: ",
+                                    subsequent_indent="          "))
                 return
         return
 
