@@ -535,3 +535,8 @@ __all__ += ["check_absorbed_scores"]
 from .check_fast import check_attention_flops, check_merge_states  # noqa: E402
 
 __all__ += ["check_merge_states", "check_attention_flops"]
+# The checkers of the part "Attention in today's LLMs" live in a module of
+# their own; chapters import them from here.
+from .check_llm import check_rolling_attention, check_sliding_window_mask  # noqa: E402
+
+__all__ += ["check_sliding_window_mask", "check_rolling_attention"]

@@ -330,3 +330,8 @@ from .reference_fast import (  # noqa: E402
 
 __all__ += ["flash_attention", "online_softmax_state", "attention_state",
             "merge_attention_states"]
+
+# The KV cache chapter (14): sliding-window attention.
+from .reference_llm import sliding_window_mask  # noqa: E402
+
+__all__ += ["sliding_window_mask"]
