@@ -525,3 +525,7 @@ def check_torch_attention(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_torch_attention"]
+# --- Part V: attention that learns (checkers in a module of their own) ---
+from .check_learn import check_attention_backward, check_cross_entropy  # noqa: E402
+
+__all__ += ["check_attention_backward", "check_cross_entropy"]

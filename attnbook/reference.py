@@ -322,3 +322,6 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 from .reference_llm import grouped_query_attention, rope  # noqa: E402
 
 __all__ += ["rope", "grouped_query_attention"]
+from .reference_learn import attention_backward, cross_entropy  # noqa: E402
+
+__all__ += ["attention_backward", "cross_entropy"]
