@@ -29,12 +29,12 @@ def reversal_task(rng, n_train, n_test, length, vocab):
     if n_train < 0 or n_test < 0 or length < 1 or vocab < 1:
         raise ValueError(f"need n_train, n_test >= 0 and length, vocab >= 1, "
                          f"got {n_train}, {n_test}, {length}, {vocab}")
-    if n_test > total // 2:
-        raise ValueError(f"{n_test} held-out sequences are too many: there "
-                         f"are only {total} sequences of {length} tokens "
-                         f"from {vocab}")
     train_x = rng.integers(0, vocab, size=(n_train, length))
     seen = {tuple(row) for row in train_x.tolist()}
+    if n_test > total - len(seen):
+        raise ValueError(f"{n_test} held-out sequences are too many: of the "
+                         f"{total} sequences of {length} tokens from {vocab}, "
+                         f"{total - len(seen)} are not in the training set")
     test_rows = []
     while len(test_rows) < n_test:
         row = tuple(rng.integers(0, vocab, size=length).tolist())
