@@ -45,7 +45,7 @@ def attention_backward_cases() -> list[Case]:
 
 
 def _wrong_backward_forms(q, k, v, d_out):
-    """The gradients as common mistakes compute them: (hint, (dq, dk, dv)) pairs."""
+    """The gradients as common mistakes compute them: (hint, (dq, dk, dv))."""
     d = q.shape[-1]
     c = 1 / np.sqrt(d)
     _, a = ref.scaled_dot_product_attention(q, k, v)

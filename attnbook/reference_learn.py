@@ -6,6 +6,8 @@ that the answer key of each part of the book stays a file of its own.
 * :func:`attention_backward`: the gradients of scaled dot-product attention
   with respect to its queries, keys and values, given the gradient of the
   output (backpropagation through one attention call).
+* :func:`cross_entropy`: the mean cross-entropy of a softmax over logits
+  against integer targets, and its gradient with respect to the logits.
 
 Conventions are those of :mod:`attnbook.reference`: masks are boolean with
 True = may attend, and a fully masked query raises unless
@@ -22,7 +24,7 @@ __all__ = ["attention_backward"]
 
 
 def _sum_to_shape(grad, shape):
-    """Sum ``grad`` over the axes that broadcasting added or stretched, back to ``shape``.
+    """Sum ``grad`` over the axes that broadcasting added or stretched.
 
     An input of shape (1, Nk, dk) used against a batch of 3 received the
     same keys three times; its gradient is the sum of the three.
@@ -30,7 +32,8 @@ def _sum_to_shape(grad, shape):
     extra = grad.ndim - len(shape)
     if extra:
         grad = grad.sum(axis=tuple(range(extra)))
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    stretched = tuple(i for i, n in enumerate(shape)
+                      if n == 1 and grad.shape[i] != 1)
     if stretched:
         grad = grad.sum(axis=stretched, keepdims=True)
     return grad
@@ -100,7 +103,7 @@ def attention_backward(q, k, v, d_out, mask=None, *, fully_masked="raise"):
 
 
 def cross_entropy(logits, targets):
-    """Mean cross-entropy of ``softmax(logits)`` against integer targets, and its gradient.
+    """Mean cross-entropy of softmax(logits) against targets, and its gradient.
 
     Parameters
     ----------

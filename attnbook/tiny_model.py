@@ -17,7 +17,7 @@ __all__ = ["reversal_task", "Adam"]
 
 
 def reversal_task(rng, n_train, n_test, length, vocab):
-    """Random sequences of ``length`` tokens from ``0 .. vocab-1`` and their reverses.
+    """Random sequences of ``length`` tokens from ``0 .. vocab-1``, reversed.
 
     Returns ``(train_x, train_y), (test_x, test_y)``, int arrays of shape
     (n_train, length) and (n_test, length), with ``y = x[:, ::-1]``. No
@@ -63,7 +63,7 @@ class Adam:
         self.v = {name: np.zeros_like(p) for name, p in params.items()}
 
     def step(self, params, grads):
-        """One update of every parameter in ``params`` from ``grads`` (same keys)."""
+        """One update of every parameter in ``params`` from ``grads``."""
         if set(grads) != set(params):
             raise ValueError(f"grads and params must have the same names: "
                              f"{sorted(grads)} vs {sorted(params)}")
@@ -72,8 +72,8 @@ class Adam:
         for name, p in params.items():
             g = grads[name]
             if g.shape != p.shape:
-                raise ValueError(f"the gradient of {name} has shape {g.shape}, "
-                                 f"the parameter {p.shape}")
+                raise ValueError(f"the gradient of {name} has shape "
+                                 f"{g.shape}, the parameter {p.shape}")
             self.m[name] = b1 * self.m[name] + (1 - b1) * g
             self.v[name] = b2 * self.v[name] + (1 - b2) * g * g
             m_hat = self.m[name] / (1 - b1 ** self.t)
