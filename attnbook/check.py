@@ -540,3 +540,7 @@ __all__ += ["check_merge_states", "check_attention_flops"]
 from .check_llm import check_rolling_attention, check_sliding_window_mask  # noqa: E402
 
 __all__ += ["check_sliding_window_mask", "check_rolling_attention"]
+# --- Part V: attention that learns (checkers in a module of their own) ---
+from .check_learn import check_attention_backward, check_cross_entropy  # noqa: E402
+
+__all__ += ["check_attention_backward", "check_cross_entropy"]

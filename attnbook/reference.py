@@ -335,3 +335,6 @@ __all__ += ["flash_attention", "online_softmax_state", "attention_state",
 from .reference_llm import sliding_window_mask  # noqa: E402
 
 __all__ += ["sliding_window_mask"]
+from .reference_learn import attention_backward, cross_entropy  # noqa: E402
+
+__all__ += ["attention_backward", "cross_entropy"]
