@@ -525,3 +525,10 @@ def check_torch_attention(fn: Callable) -> Verdict:
 
 
 __all__ += ["check_torch_attention"]
+
+
+# --- Attention in today's LLMs (RoPE, GQA): in a module of their own ---
+from .check_llm import *  # noqa: E402,F401,F403
+from .check_llm import __all__ as _llm_all  # noqa: E402
+
+__all__ += _llm_all

@@ -319,6 +319,11 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 
 # The answer key of the later parts lives in modules of its own (one per part of
 # the book); chapters import everything from here.
-from .reference_llm import grouped_query_attention, rope  # noqa: E402
+from .reference_llm import (  # noqa: E402
+    grouped_query_attention,
+    llama_attention,
+    rope,
+    rope_angles,
+)
 
-__all__ += ["rope", "grouped_query_attention"]
+__all__ += ["rope", "rope_angles", "grouped_query_attention", "llama_attention"]
