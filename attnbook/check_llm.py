@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import textwrap
+
 import numpy as np
 
 from . import reference as ref
@@ -49,7 +51,8 @@ def _hint(fn, cases, wrong_forms, pick=None):
             wrong = np.asarray(wrong, dtype=float)
             if (got.shape == wrong.shape
                     and np.allclose(got, wrong, rtol=1e-6, atol=1e-9)):
-                print(f"    hint: {hint}")
+                print(textwrap.fill(hint, 79, initial_indent="    hint: ",
+                                    subsequent_indent="    "))
                 return
         return
 
@@ -152,7 +155,7 @@ def gqa_cases() -> list[Case]:
     rng = np.random.default_rng(15)
     out = []
     for label, b, h_q, h_kv, n_q, n_k, d_k, d_v in [
-        ("GQA: 4 query heads, 2 KV heads, N = 3, d = 4", 1, 4, 2, 3, 3, 4, 4),
+        ("GQA: 4 query heads, 2 KV heads, N = 2, d = 2", 1, 4, 2, 2, 2, 2, 2),
         ("GQA: 6 query heads, 3 KV heads (groups of 2)", 1, 6, 3, 4, 4, 4, 4),
         ("GQA: 8 query heads, 2 KV heads (groups of 4), a batch of 2",
          2, 8, 2, 3, 3, 4, 4),

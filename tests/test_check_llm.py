@@ -11,7 +11,11 @@ from attnbook.check_llm import _gqa_variant, _kv_bytes, _rope_variant
 
 
 def _out(capsys):
-    return capsys.readouterr().out
+    """The printed report, with its line breaks (hints are wrapped) undone."""
+    out = capsys.readouterr().out
+    assert all(len(line) <= 79 for line in out.splitlines()
+               if "hint" in line), out
+    return " ".join(out.split())
 
 
 # --- check_rope ---------------------------------------------------------------

@@ -182,3 +182,15 @@ def test_qwen2_biases_matter():
     ours = ref.llama_attention(x, n_heads=4, n_kv_heads=2, base=1000000.0,
                                **no_bias)
     assert not np.allclose(ours, theirs, atol=1e-3)
+
+
+def test_mistral_config_defaults_are_the_cited_mistral_7b_numbers():
+    """Chapter 15 cites Mistral-7B-v0.1: 32 layers, 32 query heads, 8 KV
+    heads, hidden size 4096 (head size 128), sliding window 4096.
+    transformers documents MistralConfig()'s defaults as that model's."""
+    from transformers import MistralConfig
+    cfg = MistralConfig()
+    got = (cfg.num_hidden_layers, cfg.num_attention_heads,
+           cfg.num_key_value_heads, cfg.hidden_size, cfg.sliding_window)
+    assert got == (32, 32, 8, 4096, 4096)
+    assert cfg.hidden_size // cfg.num_attention_heads == 128
