@@ -12,6 +12,12 @@ __version__ = "0.1.0"
 # own (reference_llm, check_llm, ...) that import helpers from reference and
 # check, which re-export their names. Loading reference and check first makes
 # `import attnbook.reference_llm` or `attnbook.check_llm` work on its own too
-# (no circular import). Both need NumPy only.
-from . import check as _check  # noqa: E402,F401
-from . import reference as _reference  # noqa: E402,F401
+# (no circular import). Without NumPy (a chapter's set-up cell checking that
+# the package is found) there is nothing to load.
+try:
+    import numpy as _numpy  # noqa: F401
+except ModuleNotFoundError:  # pragma: no cover
+    pass
+else:
+    from . import check as _check  # noqa: F401
+    from . import reference as _reference  # noqa: F401

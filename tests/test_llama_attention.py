@@ -103,3 +103,14 @@ def test_bad_input_names_the_shapes():
         ref.llama_attention(x, n_heads=4, n_kv_heads=2, b_k=np.ones(8), **w)
     with pytest.raises(ValueError, match=r"x must be \(\.\.\., N, D\)"):
         ref.llama_attention(np.ones(8), n_heads=4, n_kv_heads=2, **w)
+
+
+@pytest.mark.parametrize("module", ["attnbook.reference_llm",
+                                    "attnbook.check_llm"])
+def test_part_modules_import_on_their_own(module):
+    """Imported first, before attnbook.reference / attnbook.check."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", f"import {module}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
