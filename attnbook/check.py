@@ -527,20 +527,14 @@ def check_torch_attention(fn: Callable) -> Verdict:
 __all__ += ["check_torch_attention"]
 
 
-# The checkers of the later parts live in modules of their own; chapters import
-# them from here.
+# The checkers of the later parts live in modules of their own (one per part of
+# the book); chapters import them from here.
+from .check_learn import check_attention_backward, check_cross_entropy  # noqa: E402
+from .check_llm import __all__ as _llm_all  # noqa: E402
+from .check_llm import *  # noqa: E402,F401,F403
 from .check_mla import check_absorbed_scores  # noqa: E402
-
-__all__ += ["check_absorbed_scores"]
 from .check_fast import check_attention_flops, check_merge_states  # noqa: E402
 
-__all__ += ["check_merge_states", "check_attention_flops"]
-# The checkers of the part "Attention in today's LLMs" live in a module of
-# their own; chapters import them from here.
-from .check_llm import check_rolling_attention, check_sliding_window_mask  # noqa: E402
-
-__all__ += ["check_sliding_window_mask", "check_rolling_attention"]
-# --- Part V: attention that learns (checkers in a module of their own) ---
-from .check_learn import check_attention_backward, check_cross_entropy  # noqa: E402
-
-__all__ += ["check_attention_backward", "check_cross_entropy"]
+__all__ += ["check_attention_backward", "check_cross_entropy"]           # Part V
+__all__ += _llm_all + ["check_absorbed_scores"]                          # Part VI
+__all__ += ["check_merge_states", "check_attention_flops"]               # Part VII

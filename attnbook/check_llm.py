@@ -1,20 +1,247 @@
-"""Exercise checkers of the part "Attention in today's LLMs".
+"""Exercise checkers of the part "Attention in today's LLMs" (RoPE, the KV cache, GQA).
 
-Chapters import them from :mod:`attnbook.check`, which re-exports every name
-here. Each chapter's checkers sit in a section of their own.
+Re-exported by :mod:`attnbook.check`, so chapters call ``check.check_rope``
+and so on. Each checker runs the learner's function on several cases with
+:func:`attnbook.check.run_cases`; after a failure it also compares the result
+with the wrong answers learners plausibly write (the other RoPE pairing, a
+flipped sine, ``np.tile`` instead of ``np.repeat`` ...) and names the mistake
+when one matches.
 """
 
 from __future__ import annotations
 
-import textwrap
 from typing import Callable
+
+import textwrap
 
 import numpy as np
 
 from . import reference as ref
-from .check import Case, Verdict, _compare, _require_bool, run_cases
+from .check import Case, Verdict, _compare, _first_if_tuple, _require_bool, run_cases
 
-__all__: list[str] = []
+__all__ = ["check_rope", "check_gqa", "check_kv_cache_bytes"]
+
+
+def _call(fn, case, pick=None):
+    """Run fn on a copy of the case's arguments; None if it raises."""
+    args = tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a
+                 for a in case.args)
+    try:
+        with np.errstate(all="ignore"):
+            got = fn(*args, **case.kwargs)
+        if pick is not None:
+            got = pick(got)
+        return np.asarray(got, dtype=float)
+    except Exception:
+        return None
+
+
+def _hint(fn, cases, wrong_forms, pick=None):
+    """After a failure: print a hint if the first failing case matches a known
+    wrong answer. wrong_forms(case) -> [(hint, wrong_result), ...]."""
+    for case in cases:
+        got = _call(fn, case, pick)
+        if got is None:
+            return
+        exp = np.asarray(case.expected, dtype=float)
+        if got.shape == exp.shape and np.allclose(got, exp, rtol=1e-6,
+                                                  atol=1e-9):
+            continue
+        for hint, wrong in wrong_forms(case):
+            wrong = np.asarray(wrong, dtype=float)
+            if (got.shape == wrong.shape
+                    and np.allclose(got, wrong, rtol=1e-6, atol=1e-9)):
+                print(textwrap.fill(hint, 79, initial_indent="    hint: ",
+                                    subsequent_indent="    "))
+                return
+        return
+
+
+# --- RoPE -------------------------------------------------------------------
+
+def _rope_variant(x, positions, base=10000.0, *, interleaved=False,
+                  exponent=2, offset=0, sign=1.0):
+    """RoPE with one knob turned: the wrong answers the checker recognises."""
+    x = np.asarray(x, dtype=float)
+    d = x.shape[-1]
+    i = np.arange(d // 2)
+    theta = float(base) ** (-exponent * i / d)  # (d/2,)
+    ang = (np.asarray(positions, dtype=float) + offset)[..., None] * theta
+    cos, sin = np.cos(ang), sign * np.sin(ang)
+    if interleaved:
+        a, b = x[..., 0::2], x[..., 1::2]
+        out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)))
+        out[..., 0::2] = a * cos - b * sin
+        out[..., 1::2] = a * sin + b * cos
+        return out
+    a, b = x[..., : d // 2], x[..., d // 2:]
+    return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+
+
+def rope_cases() -> list[Case]:
+    rng = np.random.default_rng(13)
+    x = rng.normal(size=(5, 8))
+    heads = rng.normal(size=(2, 3, 6, 8))
+    out = []
+    for label, args, kwargs in [
+        ("x (5, 8) at positions 0..4, base 10000", (x, np.arange(5)), {}),
+        ("one head of 3 tokens with d = 2 (a single pair)",
+         (x[:3, :2], np.arange(3)), {}),
+        ("x (2, 3, 6, 8): batch and heads in front, positions 0..5",
+         (heads, np.arange(6)), {}),
+        ("tokens after a cache: positions 7..11, not 0..4",
+         (x, np.arange(7, 12)), {}),
+        ("base = 500000.0 (LLaMA 3), passed as base=...",
+         (x, np.arange(5)), {"base": 500000.0}),
+        ("position 0 only: RoPE must leave the vector unchanged",
+         (x[:1], np.array([0])), {}),
+    ]:
+        out.append(Case(label, args, ref.rope(*args, **kwargs), kwargs))
+    return out
+
+
+def check_rope(fn: Callable) -> Verdict:
+    """Check a learner's ``rope(x, positions, base=10000.0)``: split-halves
+    pairing (x[i], x[i + d/2]), as Hugging Face's LLaMA code; x (..., N, d),
+    positions (N,). Returns an array of x's shape."""
+    cases = rope_cases()
+    verdict = run_cases(fn, cases, "check_rope")
+
+    def wrong_forms(case):
+        x, pos = case.args
+        base = case.kwargs.get("base", 10000.0)
+        return [
+            ("you paired neighbours (x[2i], x[2i+1]), the interleaved "
+             "convention of Meta's reference code; this exercise pairs "
+             "x[i] with x[i + d/2], as Hugging Face's rotate_half does.",
+             _rope_variant(x, pos, base, interleaved=True)),
+            ("the frequencies use base ** (-i / d); RoPE's are "
+             "base ** (-2i / d) for pair i = 0 .. d/2 - 1.",
+             _rope_variant(x, pos, base, exponent=1)),
+            ("the frequencies use base ** (+2i / d): theta_i must shrink "
+             "with i, base ** (-2i / d).",
+             _rope_variant(x, pos, base, exponent=-2)),
+            ("the positions are off by one: the first token sits at "
+             "position 0 (the identity), so use the positions as given.",
+             _rope_variant(x, pos, base, offset=1)),
+            ("the sine has the wrong sign: (a, b) turns to "
+             "(a cos - b sin, a sin + b cos), a rotation by +angle.",
+             _rope_variant(x, pos, base, sign=-1.0)),
+            ("the base is ignored: pass base through to the frequencies.",
+             _rope_variant(x, pos, 10000.0)),
+        ]
+
+    if not verdict:
+        _hint(fn, cases, wrong_forms)
+    return verdict
+
+
+# --- grouped-query attention -----------------------------------------------
+
+def _gqa_variant(q, k, v, *, mapping="repeat", scale_by="k"):
+    """Grouped-query attention by copying KV heads, with one knob turned."""
+    group = q.shape[-3] // k.shape[-3]
+    if mapping == "repeat":  # query head h reads KV head h // group
+        k2, v2 = np.repeat(k, group, axis=-3), np.repeat(v, group, axis=-3)
+    else:  # tile: query head h reads KV head h % H_kv
+        reps = (1,) * (k.ndim - 3) + (group, 1, 1)
+        k2, v2 = np.tile(k, reps), np.tile(v, reps)
+    d = {"k": q.shape[-1], "v": v.shape[-1], "none": 1}[scale_by]
+    s = q @ np.swapaxes(k2, -1, -2) / np.sqrt(d)
+    return ref.softmax(s, axis=-1) @ v2
+
+
+def gqa_cases() -> list[Case]:
+    rng = np.random.default_rng(15)
+    out = []
+    for label, b, h_q, h_kv, n_q, n_k, d_k, d_v in [
+        ("GQA: 4 query heads, 2 KV heads, N = 2, d = 2", 1, 4, 2, 2, 2, 2, 2),
+        ("GQA: 6 query heads, 3 KV heads (groups of 2)", 1, 6, 3, 4, 4, 4, 4),
+        ("GQA: 8 query heads, 2 KV heads (groups of 4), a batch of 2",
+         2, 8, 2, 3, 3, 4, 4),
+        ("MQA: 4 query heads, 1 KV head", 1, 4, 1, 3, 3, 4, 4),
+        ("MHA: 3 query heads, 3 KV heads", 1, 3, 3, 3, 3, 4, 4),
+        ("2 queries against 5 keys, d_k = 4, d_v = 6", 1, 4, 2, 2, 5, 4, 6),
+    ]:
+        q = rng.normal(size=(b, h_q, n_q, d_k))
+        k = rng.normal(size=(b, h_kv, n_k, d_k))
+        v = rng.normal(size=(b, h_kv, n_k, d_v))
+        expected = ref.grouped_query_attention(q, k, v)[0]
+        out.append(Case(label, (q, k, v), expected))
+    return out
+
+
+def check_gqa(fn: Callable) -> Verdict:
+    """Check a learner's ``gqa(q, k, v)``: q (B, H_q, N_q, d_k), k
+    (B, H_kv, N_k, d_k), v (B, H_kv, N_k, d_v); query head h reads KV head
+    h // (H_q // H_kv). Returns the output (B, H_q, N_q, d_v), or an
+    ``(output, weights)`` tuple."""
+    cases = gqa_cases()
+    verdict = run_cases(fn, cases, "check_gqa", pick=_first_if_tuple)
+
+    def wrong_forms(case):
+        q, k, v = case.args
+        return [
+            ("query head h read KV head h % H_kv (np.tile, or torch's "
+             ".repeat): LLaMA, Qwen2 and Mistral give each KV head a block "
+             "of consecutive query heads, h // (H_q // H_kv): np.repeat, "
+             "torch's repeat_interleave, or a reshape to "
+             "(B, H_kv, group, N, d).", _gqa_variant(q, k, v, mapping="tile")),
+            ("the scores are divided by sqrt(d_v); the scale is "
+             "1 / sqrt(d_k), the width of the queries and keys.",
+             _gqa_variant(q, k, v, scale_by="v")),
+            ("the scores are not scaled: divide them by sqrt(d_k).",
+             _gqa_variant(q, k, v, scale_by="none")),
+        ]
+
+    if not verdict:
+        _hint(fn, cases, wrong_forms, pick=_first_if_tuple)
+    return verdict
+
+
+# --- KV cache size ----------------------------------------------------------
+
+def _kv_bytes(layers, kv_heads, head_dim, n_tokens, bytes_per_number=2):
+    return 2 * layers * kv_heads * head_dim * n_tokens * bytes_per_number
+
+
+def kv_cache_bytes_cases() -> list[Case]:
+    out = []
+    for label, args in [
+        ("a toy model: 2 layers, 1 KV head of size 4, 3 tokens, float32",
+         (2, 1, 4, 3, 4)),
+        ("32 layers, 8 KV heads of 128, one token, bf16 (2 bytes)",
+         (32, 8, 128, 1, 2)),
+        ("28 layers, 4 KV heads of 128, 8192 tokens, bf16",
+         (28, 4, 128, 8192, 2)),
+        ("the same in float32 (4 bytes per number)", (28, 4, 128, 8192, 4)),
+        ("an empty cache: 0 tokens", (80, 8, 128, 0, 2)),
+    ]:
+        out.append(Case(label, args, float(_kv_bytes(*args))))
+    return out
+
+
+def check_kv_cache_bytes(fn: Callable) -> Verdict:
+    """Check ``kv_cache_bytes(layers, kv_heads, head_dim, n_tokens,
+    bytes_per_number)``: the bytes a KV cache holds (keys and values)."""
+    cases = kv_cache_bytes_cases()
+    verdict = run_cases(fn, cases, "check_kv_cache_bytes", rtol=0, atol=0.5)
+
+    def wrong_forms(case):
+        layers, h, hd, n, b = case.args
+        return [
+            ("half the expected size: the cache holds keys AND values, "
+             "a factor of 2.", _kv_bytes(*case.args) / 2),
+            ("the result is in numbers, not bytes: multiply by "
+             "bytes_per_number.", _kv_bytes(layers, h, hd, n, 1)),
+            ("the result is in bits: a byte is 8 bits; count bytes.",
+             _kv_bytes(*case.args) * 8),
+        ]
+
+    if not verdict:
+        _hint(fn, cases, wrong_forms)
+    return verdict
+
 
 
 # --- The KV cache chapter (14): sliding window and rolling buffer ----------

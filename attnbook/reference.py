@@ -317,24 +317,17 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
     return merge_heads(out) @ w_o  # (..., Nq, D)
 
 
-# The answer key of the later parts lives in modules of its own (one per part of
+# The answer key of the later parts lives in modules of their own (one per part of
 # the book); chapters import everything from here.
-from .reference_llm import grouped_query_attention, rope  # noqa: E402
+from .reference_learn import attention_backward, cross_entropy  # noqa: E402
+from .reference_llm import (  # noqa: E402
+    grouped_query_attention, llama_attention, rope, rope_angles, sliding_window_mask)
 from .reference_mla import MLAWeights, mla_attention, rms_norm  # noqa: E402
-
-__all__ += ["rope", "grouped_query_attention"]
-__all__ += ["rms_norm", "MLAWeights", "mla_attention"]
-
 from .reference_fast import (  # noqa: E402
     attention_state, flash_attention, merge_attention_states, online_softmax_state)
 
+__all__ += ["attention_backward", "cross_entropy"]                       # Part V
+__all__ += ["rope", "rope_angles", "grouped_query_attention", "llama_attention",
+            "sliding_window_mask", "rms_norm", "MLAWeights", "mla_attention"]  # Part VI
 __all__ += ["flash_attention", "online_softmax_state", "attention_state",
-            "merge_attention_states"]
-
-# The KV cache chapter (14): sliding-window attention.
-from .reference_llm import sliding_window_mask  # noqa: E402
-
-__all__ += ["sliding_window_mask"]
-from .reference_learn import attention_backward, cross_entropy  # noqa: E402
-
-__all__ += ["attention_backward", "cross_entropy"]
+            "merge_attention_states"]                                    # Part VII

@@ -7,6 +7,9 @@ that the answer key of each part of the book stays a file of its own.
   the pairing conventions found in real code.
 * :func:`grouped_query_attention`: multi-head, grouped-query and multi-query
   attention in one function, through the number of key/value heads.
+* :func:`llama_attention`: a whole attention layer as in LLaMA 3, Qwen2 and
+  Mistral: projections (with Qwen2's optional q/k/v biases), RoPE on queries
+  and keys, grouped-query attention with a causal mask, output projection.
 
 Conventions are those of :mod:`attnbook.reference`: masks are boolean with
 True = may attend, and a fully masked query raises unless
@@ -17,9 +20,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import _as_float_array, _check_mask, scaled_dot_product_attention
+from .reference import (
+    _as_float_array,
+    _check_mask,
+    causal_mask,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
 
-__all__ = ["rope_angles", "rope", "grouped_query_attention"]
+__all__ = ["rope_angles", "rope", "grouped_query_attention", "llama_attention"]
 
 
 def rope_angles(positions, d, *, base=10000.0):
@@ -198,3 +208,80 @@ def sliding_window_mask(n_q, n_k, window):
     pos = n_k - n_q + np.arange(n_q)[:, None]  # (n_q, 1): position of query i
     key = np.arange(n_k)[None, :]  # (1, n_k)
     return (key <= pos) & (key > pos - window)  # (n_q, n_k)
+def llama_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, positions=None,
+                    *, base=10000.0, b_q=None, b_k=None, b_v=None, causal=True,
+                    mask=None, interleaved=False, fully_masked="raise"):
+    """One attention layer of a LLaMA-style decoder (LLaMA 3, Qwen2, Mistral).
+
+    Parameters
+    ----------
+    x : (..., N, D) the layer's input (after its RMSNorm, which is not here).
+    w_q : (D, H_q * hd); w_k, w_v : (D, H_kv * hd); w_o : (H_q * hd, D).
+        The book's convention ``x @ W``: PyTorch's ``nn.Linear`` stores the
+        transpose, so ``w_q = q_proj.weight.T``.
+    n_heads, n_kv_heads : H_q and H_kv; H_q a multiple of H_kv. The head
+        size hd is ``w_q.shape[1] // n_heads``.
+    positions : (N,) the token positions for RoPE; default ``arange(N)``.
+    base : RoPE's base (``rope_theta`` in a model's config.json).
+    b_q, b_k, b_v : optional biases of the three projections, shapes
+        (H_q * hd,), (H_kv * hd,), (H_kv * hd,) (Qwen2 has them; LLaMA and
+        Mistral do not). The output projection has no bias.
+    causal : apply the causal mask (bottom-right aligned, as in
+        :func:`~attnbook.reference.causal_mask`); default True.
+    mask : an extra boolean mask (True = may attend), broadcastable to
+        (..., N, N) and the same for every head; combined with the causal
+        mask by "and".
+    interleaved : RoPE pairing; False (split halves) is what Hugging Face's
+        checkpoints expect.
+    fully_masked : as in :func:`grouped_query_attention`.
+
+    Steps: q, k, v = x W (+ b); split into heads, (..., H, N, hd); RoPE on q
+    and k; grouped-query attention (query head h reads KV head
+    ``h // (H_q // H_kv)``), scaled by 1/sqrt(hd); merge the heads; @ w_o.
+    Returns (..., N, D).
+    """
+    x = _as_float_array(x, "x")
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., N, D), got shape {x.shape}")
+    n, d = x.shape[-2], x.shape[-1]
+    n_heads, n_kv_heads = int(n_heads), int(n_kv_heads)
+    if n_heads < 1 or n_kv_heads < 1 or n_heads % n_kv_heads:
+        raise ValueError(f"the number of query heads H_q = {n_heads} must be "
+                         f"a multiple of the number of key/value heads "
+                         f"H_kv = {n_kv_heads}")
+    w_q = _as_float_array(w_q, "w_q")
+    if w_q.ndim != 2 or w_q.shape[0] != d or w_q.shape[1] % n_heads:
+        raise ValueError(f"w_q must be (D, H_q * hd) = ({d}, {n_heads} * hd),"
+                         f" got {w_q.shape}")
+    hd = w_q.shape[1] // n_heads
+    shapes = {"w_k": (d, n_kv_heads * hd), "w_v": (d, n_kv_heads * hd),
+              "w_o": (n_heads * hd, d)}
+    ws = {}
+    for name, w in (("w_k", w_k), ("w_v", w_v), ("w_o", w_o)):
+        ws[name] = _as_float_array(w, name)
+        if ws[name].shape != shapes[name]:
+            raise ValueError(f"{name} must have shape {shapes[name]} (D = {d},"
+                             f" hd = {hd}, H_q = {n_heads}, H_kv = "
+                             f"{n_kv_heads}), got {ws[name].shape}")
+    q, k, v = x @ w_q, x @ ws["w_k"], x @ ws["w_v"]  # (..., N, H * hd)
+    for name, b, t in (("b_q", b_q, q), ("b_k", b_k, k), ("b_v", b_v, v)):
+        if b is not None:
+            b = _as_float_array(b, name)
+            if b.shape != t.shape[-1:]:
+                raise ValueError(f"{name} must have shape {t.shape[-1:]}, got"
+                                 f" {b.shape}")
+            t += b
+    q = split_heads(q, n_heads)  # (..., H_q, N, hd)
+    k = split_heads(k, n_kv_heads)  # (..., H_kv, N, hd)
+    v = split_heads(v, n_kv_heads)  # (..., H_kv, N, hd)
+    pos = np.arange(n) if positions is None else np.asarray(positions)
+    q = rope(q, pos, base=base, interleaved=interleaved)
+    k = rope(k, pos, base=base, interleaved=interleaved)
+    m = causal_mask(n) if causal else None
+    if mask is not None:
+        extra = _check_mask(mask, (*x.shape[:-2], n, n))
+        m = extra if m is None else (extra & m)
+    if m is not None:
+        m = np.asarray(m)[..., None, :, :]  # the same for every head
+    out, _ = grouped_query_attention(q, k, v, m, fully_masked=fully_masked)
+    return merge_heads(out) @ ws["w_o"]  # (..., N, D)
