@@ -71,7 +71,7 @@ def pipeline_three_tokens():
     ax.set_xlim(0, 12.2)
     ax.set_ylim(-0.6, 3.7)
     ax.set_axis_off()
-    tokens = ["A", "B", "C"]
+    tokens = ["t0", "t1", "t2"]
     c = 0.32
     # X
     draw_grid(ax, 0.45, 1.1, 3, 4, color=PALETTE["x"], label="$X$", row_labels=tokens)
