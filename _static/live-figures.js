@@ -78,7 +78,17 @@
     }).then(function () { el.setAttribute("data-live-ready", ""); });
   }
 
+  // With JavaScript on, the <noscript> note shown before each live figure is
+  // empty: hide the output box that holds it.
+  function hideNoscriptBoxes() {
+    document.querySelectorAll("noscript[data-attnbook-live]").forEach(function (n) {
+      var box = n.parentElement && n.parentElement.closest(".output, .cell_output > div");
+      if (box) box.style.display = "none";
+    });
+  }
+
   function start() {
+    hideNoscriptBoxes();
     var stateTag = document.querySelector('script[type="' + STATE + '"]');
     if (!stateTag) return;
     var models = JSON.parse(stateTag.textContent).state || {};

@@ -456,3 +456,21 @@ def test_pages_load_no_widget_manager_and_stay_within_budget(site):
         rows.append((stem, total))
         assert total <= PAGE_BUDGET, f"{stem}: {total} bytes > {PAGE_BUDGET}"
     assert loader < 8_000, f"the loader grew to {loader} bytes"
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_without_javascript_a_note_stands_in_for_the_figure(stem, browser, server):
+    note = "This live figure needs JavaScript"
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/chapters/{stem}.html")
+        assert page.locator("noscript[data-attnbook-live] em", has_text=note).is_visible()
+    finally:
+        context.close()
+    visit = Visit(browser, f"{server}/chapters/{stem}.html")
+    try:  # with JavaScript, the note's output box is hidden, not left empty
+        assert visit.page.locator("noscript[data-attnbook-live]").count() == 1
+        assert not visit.page.locator(".output:has(> noscript[data-attnbook-live])").is_visible()
+    finally:
+        visit.close()

@@ -119,8 +119,9 @@ if anywidget is not None:
             # what a reader with JavaScript off sees on the site, instead of
             # an empty box (with JavaScript on, a <noscript> shows nothing)
             display(HTML(
-                "<noscript><p><em>This live figure needs JavaScript; the "
-                "figures after it show the same at fixed settings.</em></p>"
+                "<noscript data-attnbook-live><p><em>This live figure needs "
+                "JavaScript. Without it, the chapter's static figures show "
+                "the same computation at fixed settings.</em></p>"
                 "</noscript>"))
             bundle = self._repr_mimebundle_()
             data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
