@@ -413,6 +413,14 @@ def test_the_figure_responds_on_the_site_offline(stem, scheme, browser, server, 
                 visit.host.locator(f"rect[data-row='{i}'][data-col='{j}']").click()
                 mask[i, j] = not mask[i, j]
                 assert visit.numbers() == fig.numbers(mask), f"after clicking ({i}, {j})"
+            cell = visit.host.locator("rect[data-row='2'][data-col='0']")
+            cell.focus()
+            page.keyboard.press("Enter")  # the keyboard toggles a cell too
+            mask[2, 0] = False
+            assert visit.numbers() == fig.numbers(mask)
+            page.keyboard.press(" ")
+            mask[2, 0] = True
+            assert visit.numbers() == fig.numbers(mask)
             caption = visit.host.locator(".attnbook-live-caption").text_content()
             assert 'hidden from "People"' in caption and 'fully_masked="zeros"' in caption
             assert "no key: all 0" in visit.host.locator("svg").text_content()

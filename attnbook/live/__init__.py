@@ -50,7 +50,7 @@ TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "FIGURES", "esm_source", "css_source",
-           "tidy_widget_state", "TAG"]
+           "tidy_widget_state", "is_live_figure", "TAG"]
 
 
 def esm_source(js_file: str) -> str:
@@ -369,10 +369,3 @@ def _rename_output(out, new_id):
     out["data"][WIDGET_VIEW]["model_id"] = new_id
     return out
 
-
-def stored_modules(nb: dict) -> dict:
-    """{model id: (anywidget id, ES module)} of the live figures stored in nb."""
-    state = ((nb.get("metadata", {}).get("widgets") or {}).get(WIDGET_STATE)
-             or {}).get("state", {})
-    return {mid: (m["state"].get("_anywidget_id"), m["state"].get("_esm"))
-            for mid, m in state.items() if is_live_figure(m)}

@@ -153,9 +153,19 @@ function heatmap(values, opts) {
       const r = svg.appendChild(svgEl("rect", { x, y, width: cell, height: cell,
         fill: hidden ? `url(#${opts.id}-hatch)` : viridis(v),
         stroke: "white", "stroke-width": 1, "data-row": i, "data-col": j }));
-      if (opts.onCell) {
+      if (opts.onCell) {  // clickable, and reachable with Tab + Enter/Space
         r.setAttribute("class", "attnbook-live-clickable");
+        r.setAttribute("tabindex", "0");
+        r.setAttribute("role", "button");
+        r.setAttribute("aria-label", `query ${opts.rows[i]}, key ${opts.cols[j]}: ` +
+          (hidden ? "hidden" : pyFixed(v, opts.digits)));
         r.addEventListener("click", () => opts.onCell(i, j));
+        r.addEventListener("keydown", (ev) => {
+          if (ev.key === "Enter" || ev.key === " ") {
+            ev.preventDefault();
+            opts.onCell(i, j);
+          }
+        });
       }
       if (hidden) {
         const t = svg.appendChild(svgEl("text", { x: x + cell / 2,

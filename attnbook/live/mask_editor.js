@@ -35,7 +35,12 @@ function render({ model, el }) {
         `row ${tokens[i]}: ` + (mask[i].some((x) => x) ? r.map((x, j) =>
           (mask[i][j] ? pyFixed(x, 2) : "hidden")).join(", ") : "every key hidden, weights 0"))
         .join("; ") });
+    const focused = fig.querySelector("rect:focus");
     fig.replaceChildren(svg);
+    if (focused) {  // keep the keyboard where it was
+      svg.querySelector(`rect[data-row="${focused.dataset.row}"]` +
+        `[data-col="${focused.dataset.col}"]`).focus();
+    }
     caption.replaceChildren(empty.length
       ? `Every key is hidden from ${empty.map((t) => `"${t}"`).join(", ")}: ` +
         "softmax has nothing to share out (0/0). As the answer key does with " +
