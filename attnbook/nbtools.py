@@ -19,10 +19,12 @@ executes the notebooks) puts every chapter in the book's standard shape:
 one cell's printed output (their split depends on timing) and removes what executing a
 slider cell stores: the widget state in the notebook's metadata and the widget
 output of the cell (it carries a random model id, so keeping it would change
-the file on every run). The site has no kernel to drive a slider, and with
-that state present the page would load the widget manager from a CDN; the
+the file on every run). The site has no kernel to drive such a slider; the
 static site shows the fixed-setting version of each demo instead. In
-JupyterLab the slider appears when its cell is run.
+JupyterLab the slider appears when its cell is run. The exception: the
+state of the live figures (``attnbook.live``), which run without a kernel,
+is kept, with model ids numbered in order so re-execution gives the same
+file.
 """
 
 from __future__ import annotations
@@ -65,15 +67,20 @@ def _merge_streams(outputs):
 
 
 def tidy(path) -> bool:
-    """Strip stored widget state and widget outputs from one notebook in place.
+    """Tidy one notebook in place: widget state and outputs, split streams.
 
-    Returns True if it changed anything.
+    Widget outputs and state are removed, except those of the live figures
+    (``attnbook.live``), which are kept with model ids numbered in order
+    (:func:`attnbook.live.tidy_widget_state`). Returns True if it changed
+    anything.
     """
+    from attnbook.live import tidy_widget_state
+
     nb = _load(path)
-    changed = nb.get("metadata", {}).pop("widgets", None) is not None
+    changed = tidy_widget_state(nb, Path(path).stem)
     for cell in nb.get("cells", []):
         outputs = cell.get("outputs", [])
-        kept = _merge_streams([o for o in outputs if WIDGET_MIME not in o.get("data", {})])
+        kept = _merge_streams(outputs)
         if kept != outputs:
             cell["outputs"] = kept
             changed = True
@@ -361,6 +368,7 @@ def write_student_copies(outdir, notebooks) -> list[Path]:
 USAGE = """usage: python -m attnbook.nbtools COMMAND ...
   prepare NOTEBOOK...          split cells, insert/update the bootstrap cell, add slide metadata
   tidy NOTEBOOK...             join split stream outputs, remove widget state and widget outputs
+                               (except the live figures' state, renumbered)
   student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR"""
 # --- optional dependencies of a notebook (PyTorch chapter) ---
 # A notebook that needs a package beyond requirements.txt says so in its metadata:

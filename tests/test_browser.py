@@ -78,6 +78,7 @@ async () => {
       new Promise(r => { img.addEventListener("load", r); img.addEventListener("error", r);
                          setTimeout(r, 10000); })));
   await document.fonts.ready;
+  if (window.attnbookLiveReady) await window.attnbookLiveReady;  // live figures drawn
   const main = document.querySelector("main") || document.body;
   return {
     title: document.title,
@@ -93,8 +94,10 @@ async () => {
     links: [...document.querySelectorAll("a[href]")].map(a => a.href),
     ids: [...document.querySelectorAll("[id]")].map(e => e.id)
            .concat([...document.querySelectorAll("a[name]")].map(a => a.name)),
-    widgetViews: document.querySelectorAll(
-        'script[type^="application/vnd.jupyter.widget"], .jupyter-widgets, .widget-area').length,
+    // widget views not drawn by the site's loader of live figures (attnbook/live)
+    widgetViews: [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
+        .filter(s => !(s.nextElementSibling && s.nextElementSibling.matches(".attnbook-live-host[data-live-ready]")))
+        .length + document.querySelectorAll(".jupyter-widgets, .widget-area").length,
     widgetScripts: [...document.querySelectorAll("script[src]")].map(s => s.src)
         .filter(s => /require(\\.min)?\\.js|jupyter-widgets|html-manager|embed-amd|ipywidgets/.test(s)),
     emptyOutputs: [...main.querySelectorAll(".cell_output")].filter(o =>

@@ -36,17 +36,28 @@ def test_notebook_is_executed_in_order_without_errors(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_widget_state_and_widget_cells_tagged(path):
+    """Only the live figures (attnbook.live) keep widget state: they run without a kernel."""
     nb = load(path)
-    assert "widgets" not in nb["metadata"], f"{path.name}: stored widget state: run `make outputs`"
+    state = nb["metadata"].get("widgets", {}).get(
+        "application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    assert "widgets" not in nb["metadata"] or state, f"{path.name}: empty widget state: run `make outputs`"
+    shown = set()
     for c in nb["cells"]:
         if c["cell_type"] != "code":
             continue
-        assert not any(WIDGET_MIME in o.get("data", {}) for o in c["outputs"]), \
-            f"{path.name}: a stored widget output (random model id): run `make outputs`"
+        tags = c["metadata"].get("tags", [])
+        for o in c["outputs"]:
+            if WIDGET_MIME in o.get("data", {}):
+                model = state.get(o["data"][WIDGET_MIME]["model_id"], {})
+                assert model.get("model_module") == "anywidget" and "live-figure" in tags, \
+                    f"{path.name}: a stored widget output that is not a live figure: run `make outputs`"
+                assert "nbval-ignore-output" in tags, f"{path.name}: a live figure needs nbval-ignore-output"
+                shown.add(o["data"][WIDGET_MIME]["model_id"])
         if re.search(r"\b(float_slider|interact|interactive)\(", "".join(c["source"])):
-            tags = c["metadata"].get("tags", [])
             assert "nbval-ignore-output" in tags and "remove-output" in tags, \
                 f"{path.name}: a widget cell needs the nbval-ignore-output and remove-output tags"
+    anywidgets = {mid for mid, m in state.items() if m.get("model_module") == "anywidget"}
+    assert anywidgets == shown, f"{path.name}: widget state of figures not shown: run `make outputs`"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

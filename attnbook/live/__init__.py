@@ -1,0 +1,371 @@
+"""Live figures: widgets whose computation and drawing live in JavaScript.
+
+A live figure is an `anywidget <https://anywidget.dev>`_ widget. Its Python
+class holds the data and the control's initial value; its JavaScript (an ES
+module) computes what the figure shows and draws it as SVG. Because nothing
+needs a kernel once the widget is drawn, the same figure is live
+
+- in JupyterLab and Colab (moving the control also updates the Python
+  object's trait, e.g. ``fig.value``);
+- on the static site, offline, over http and ``file://``: executing a
+  notebook (``make outputs``) stores each widget's state, its ES module
+  included, in the notebook; the site's small loader
+  (``_static/live-figures.js``) reads that state from the page and runs the
+  module. No kernel, no CDN.
+
+Each figure's module is ``core.js`` (shared: softmax like the answer key,
+numbers formatted like Python's ``f"{x:.2f}"``, an SVG heatmap, an SVG bar
+chart, a slider) followed by the figure's own file, e.g.
+``temperature_bars.js``. Every number a figure shows carries the attribute
+``data-live-number``; :meth:`LiveFigure.numbers` gives the same numbers,
+computed in Python with the answer key and formatted by Python, and
+``tests/test_live_figures.py`` checks the two agree over the control's whole
+range.
+
+Adding a figure: write ``attnbook/live/<name>.js`` (a ``render({model, el})``
+that uses the core's helpers and marks its numbers with
+``data-live-number``; ``export default { render }``), and a small class
+here that sets ``js_file``, declares the data as synced traits and
+implements ``numbers``. Then add it to :data:`FIGURES`.
+
+:func:`tidy_widget_state` is what ``make outputs`` keeps of the widget
+state: the state of the live figures shown in the notebook, with model ids
+numbered in order, and nothing else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .. import reference as ref
+
+HERE = Path(__file__).resolve().parent
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+TAG = "live-figure"
+
+__all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
+           "QueryLookup", "MaskEditor", "FIGURES", "esm_source", "css_source",
+           "tidy_widget_state", "is_live_figure", "TAG"]
+
+
+def esm_source(js_file: str) -> str:
+    """The ES module of a figure: the shared core, then the figure's file."""
+    core = (HERE / "core.js").read_text(encoding="utf-8")
+    own = (HERE / js_file).read_text(encoding="utf-8")
+    return core.rstrip("\n") + "\n\n" + own
+
+
+def css_source() -> str:
+    """The style sheet every live figure carries."""
+    return (HERE / "live.css").read_text(encoding="utf-8")
+
+
+def _fixed(x: float, digits: int) -> str:
+    """Python's formatting, as the JavaScript core's pyFixed reproduces it."""
+    return f"{float(x):.{digits}f}"
+
+
+try:  # anywidget is in requirements.txt; without it the module still imports
+    import anywidget
+    import traitlets
+except ModuleNotFoundError:  # pragma: no cover
+    anywidget = None
+
+if anywidget is not None:
+
+    class LiveFigure(anywidget.AnyWidget):
+        """Base class of the live figures (see the module's docstring).
+
+        A subclass sets ``js_file`` (its JavaScript, in this folder) and
+        implements :meth:`numbers`.
+        """
+
+        js_file = ""
+        description = "a live figure"
+
+        def __init_subclass__(cls, **kwargs):
+            super().__init_subclass__(**kwargs)
+            # only where the class body names its file (add_traits makes
+            # subclasses on the fly, whose _esm is then a trait)
+            if "js_file" in cls.__dict__ and cls.js_file:
+                cls._esm = esm_source(cls.js_file)
+                cls._css = css_source()
+
+        def numbers(self, control=None) -> list[str]:
+            """The numbers the figure shows at ``control``, computed in Python."""
+            raise NotImplementedError
+
+        @classmethod
+        def from_state(cls, state: dict):
+            """The figure whose stored widget state is ``state`` (no checks)."""
+            obj = cls.__new__(cls)
+            own = set(cls.class_trait_names(sync=True)) - set(
+                anywidget.AnyWidget.class_trait_names(sync=True))
+            anywidget.AnyWidget.__init__(
+                obj, **{n: state[n] for n in own if n in state})
+            return obj
+
+        def __repr__(self):
+            return f"{type(self).__name__}: {self.description}"
+
+        def _ipython_display_(self):
+            from IPython.display import HTML, display
+
+            # what a reader with JavaScript off sees on the site, instead of
+            # an empty box (with JavaScript on, a <noscript> shows nothing)
+            display(HTML(
+                "<noscript data-attnbook-live><p><em>This live figure needs "
+                "JavaScript. Without it, the chapter's static figures show "
+                "the same computation at fixed settings.</em></p>"
+                "</noscript>"))
+            bundle = self._repr_mimebundle_()
+            data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
+            display(data, metadata=meta, raw=True)
+
+    class SliderFigure(LiveFigure):
+        """A live figure with one slider: ``value`` in [min, max] by step."""
+
+        value = traitlets.Float().tag(sync=True)
+        min = traitlets.Float().tag(sync=True)
+        max = traitlets.Float().tag(sync=True)
+        step = traitlets.Float().tag(sync=True)
+
+        def __init__(self, *, value, min, max, step, **kwargs):
+            if not (min <= value <= max) or step <= 0:
+                raise ValueError(f"need min <= value <= max and step > 0, got "
+                                 f"{min}, {value}, {max}, step {step}")
+            super().__init__(value=value, min=min, max=max, step=step, **kwargs)
+
+        def control_values(self) -> list[float]:
+            """Every value the slider can take, as the browser gives them."""
+            n = round((self.max - self.min) / self.step)
+            return [round(self.min + k * self.step, 10) for k in range(n + 1)]
+
+        def __repr__(self):
+            return (f"{type(self).__name__}: {self.description} "
+                    f"(value {self.value:g})")
+
+    class TemperatureBars(SliderFigure):
+        """Chapter 04: softmax(z / t) as bars and its entropy, t on a slider."""
+
+        js_file = "temperature_bars.js"
+        description = "softmax(z / t) and its entropy, t on a slider"
+        z = traitlets.List(traitlets.Float()).tag(sync=True)
+        labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+        def __init__(self, z, *, t=1.0, t_max=32.0, step=0.25, labels=None):
+            z = [float(x) for x in np.asarray(z, dtype=float)]
+            labels = labels or [str(i + 1) for i in range(len(z))]
+            super().__init__(z=z, labels=labels, value=t, min=0.0, max=t_max,
+                             step=step)
+
+        def weights(self, t=None):
+            t = self.value if t is None else t
+            return ref.softmax(np.array(self.z), temperature=t)
+
+        def numbers(self, control=None):
+            p = self.weights(control)
+            h = np.where(p > 0, -p * np.log(np.where(p > 0, p, 1.0)), 0.0)
+            return [_fixed(x, 2) for x in p] + [_fixed(h.sum(), 3)]
+
+    class InputScale(SliderFigure):
+        """Chapter 01: weights of softmax((sX W_q)(sX W_k)^T / sqrt(dk)), s."""
+
+        js_file = "input_scale.js"
+        description = "attention weights as the input is scaled by s"
+        X = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        W_q = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        W_k = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+        def __init__(self, X, W_q, W_k, tokens, *, s=0.1, s_min=0.02,
+                     s_max=1.0, step=0.02):
+            super().__init__(X=np.asarray(X, float).tolist(),
+                             W_q=np.asarray(W_q, float).tolist(),
+                             W_k=np.asarray(W_k, float).tolist(),
+                             tokens=list(tokens), value=s, min=s_min,
+                             max=s_max, step=step)
+
+        def weights(self, s=None):
+            s = self.value if s is None else s
+            Xs = s * np.array(self.X)
+            q, k = Xs @ np.array(self.W_q), Xs @ np.array(self.W_k)
+            return ref.scaled_dot_product_attention(q, k, k)[1]
+
+        def numbers(self, control=None):
+            return [_fixed(x, 2) for x in self.weights(control).ravel()]
+
+    class QueryLookup(SliderFigure):
+        """Chapter 02: a soft lookup whose query slides from one to another."""
+
+        js_file = "query_lookup.js"
+        description = "a soft lookup with a query you move between two"
+        K = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        q_from = traitlets.List(traitlets.Float()).tag(sync=True)
+        q_to = traitlets.List(traitlets.Float()).tag(sync=True)
+        values = traitlets.List(traitlets.Float()).tag(sync=True)
+        names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+        unit = traitlets.Unicode().tag(sync=True)
+        from_label = traitlets.Unicode().tag(sync=True)
+        to_label = traitlets.Unicode().tag(sync=True)
+
+        def __init__(self, K, values, names, q_from, q_to, *, labels=("from",
+                     "to"), unit="", a=0.0, step=0.05):
+            super().__init__(K=np.asarray(K, float).tolist(),
+                             values=np.asarray(values, float).tolist(),
+                             names=list(names),
+                             q_from=np.asarray(q_from, float).tolist(),
+                             q_to=np.asarray(q_to, float).tolist(),
+                             from_label=labels[0], to_label=labels[1],
+                             unit=unit, value=a, min=0.0, max=1.0, step=step)
+
+        def lookup(self, a=None):
+            """(query, weights, answer) at position a."""
+            a = self.value if a is None else a
+            q = (1 - a) * np.array(self.q_from) + a * np.array(self.q_to)
+            w = ref.softmax(np.array(self.K) @ q)
+            return q, w, float(w @ np.array(self.values))
+
+        def numbers(self, control=None):
+            q, w, answer = self.lookup(control)
+            return ([_fixed(x, 3) for x in w] + [_fixed(x, 1) for x in q]
+                    + [_fixed(answer, 2)])
+
+    class MaskEditor(LiveFigure):
+        """Chapter 06: a mask edited by clicking; fully masked rows: zeros."""
+
+        js_file = "mask_editor.js"
+        description = "attention weights under a mask you edit by clicking"
+        q = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        k = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        tokens = traitlets.List(traitlets.Unicode()).tag(sync=True)
+        mask = traitlets.List(traitlets.List(traitlets.Bool())).tag(sync=True)
+        causal = traitlets.List(traitlets.List(traitlets.Bool())).tag(sync=True)
+
+        def __init__(self, q, k, tokens, *, mask=None):
+            q, k = np.asarray(q, float), np.asarray(k, float)
+            causal = ref.causal_mask(len(tokens))
+            mask = causal if mask is None else np.asarray(mask, bool)
+            if q.shape != k.shape or q.ndim != 2 or mask.shape != causal.shape:
+                raise ValueError(f"need q and k of shape (N, dk) and a mask "
+                                 f"(N, N) for N = {len(tokens)} tokens; got q "
+                                 f"{q.shape}, k {k.shape}, mask {mask.shape}")
+            super().__init__(q=q.tolist(), k=k.tolist(), tokens=list(tokens),
+                             mask=mask.tolist(), causal=causal.tolist())
+
+        def weights(self, mask=None):
+            """Weights under ``mask``, fully masked rows all zero (answer key)."""
+            mask = np.array(self.mask if mask is None else mask, dtype=bool)
+            q, k = np.array(self.q), np.array(self.k)
+            return ref.scaled_dot_product_attention(
+                q, k, np.zeros((len(k), 1)), mask=mask, fully_masked="zeros")[1]
+
+        def numbers(self, control=None):
+            mask = np.array(self.mask if control is None else control, bool)
+            w, out = self.weights(mask), []
+            for i, row in enumerate(w):
+                if mask[i].any():
+                    out += [_fixed(x, 2) for x, m in zip(row, mask[i]) if m]
+                    out.append(_fixed(row.sum(), 2))
+            return out
+
+        def __repr__(self):
+            hidden = int((~np.array(self.mask, bool)).sum())
+            return f"MaskEditor: {self.description} ({hidden} hidden)"
+
+    FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor]
+
+
+# --- what `make outputs` keeps of the widget state ---
+
+def _model_of(output):
+    data = output.get("data", {})
+    view = data.get(WIDGET_VIEW)
+    return view.get("model_id") if isinstance(view, dict) else None
+
+
+def _refs(value):
+    """Model ids a widget's state refers to ("IPY_MODEL_<id>")."""
+    if isinstance(value, str) and value.startswith("IPY_MODEL_"):
+        yield value[len("IPY_MODEL_"):]
+    elif isinstance(value, list):
+        for v in value:
+            yield from _refs(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _refs(v)
+
+
+def _rename(value, ids):
+    if isinstance(value, str) and value.startswith("IPY_MODEL_"):
+        return "IPY_MODEL_" + ids.get(value[len("IPY_MODEL_"):], value[10:])
+    if isinstance(value, list):
+        return [_rename(v, ids) for v in value]
+    if isinstance(value, dict):
+        return {k: _rename(v, ids) for k, v in value.items()}
+    return value
+
+
+def is_live_figure(model: dict) -> bool:
+    """A stored model of one of this package's live figures."""
+    state = model.get("state", {})
+    return (model.get("model_module") == "anywidget"
+            and "attnbook-live" in str(state.get("_css", "")))
+
+
+def tidy_widget_state(nb: dict, name: str = "") -> bool:
+    """Keep only the widget state of the live figures shown in ``nb``.
+
+    Widget outputs of anything else (an ``interact`` slider, which needs a
+    kernel) are removed with their state. The kept models (the figures and
+    the models they refer to, e.g. their layout) get ids numbered in order
+    of appearance (a hash of ``name`` and the number, so two notebooks never
+    share an id), so executing twice gives the same file. Returns True if it
+    changed anything.
+    """
+    before = json.dumps(nb, sort_keys=True)
+    meta = nb.setdefault("metadata", {})
+    old = meta.get("widgets")
+    state = ((old or {}).get(WIDGET_STATE) or {}).get("state", {})
+    ids, order = {}, []
+
+    def keep(mid):
+        if mid in ids or mid not in state:
+            return
+        ids[mid] = hashlib.sha1(f"{name}:{len(order)}".encode()).hexdigest()[:32]
+        order.append(mid)
+        for ref_id in _refs(state[mid].get("state", {})):
+            keep(ref_id)
+
+    for cell in nb.get("cells", []):
+        outputs = cell.get("outputs", [])
+        kept = []
+        for out in outputs:
+            mid = _model_of(out)
+            if mid is None:
+                kept.append(out)
+            elif mid in state and is_live_figure(state[mid]):
+                keep(mid)
+                kept.append(_rename_output(out, ids[mid]))
+        if kept != outputs:
+            cell["outputs"] = kept
+    if order:
+        new = {WIDGET_STATE: {"state": {ids[m]: _rename(state[m], ids)
+                                        for m in order},
+                              "version_major": 2, "version_minor": 0}}
+        meta["widgets"] = new
+    else:
+        meta.pop("widgets", None)
+    return json.dumps(nb, sort_keys=True) != before
+
+
+def _rename_output(out, new_id):
+    out = json.loads(json.dumps(out))
+    out["data"][WIDGET_VIEW]["model_id"] = new_id
+    return out
+
