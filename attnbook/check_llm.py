@@ -60,14 +60,25 @@ def _hint(fn, cases, wrong_forms, pick=None):
 # --- RoPE -------------------------------------------------------------------
 
 def _rope_variant(x, positions, base=10000.0, *, interleaved=False,
-                  exponent=2, offset=0, sign=1.0):
-    """RoPE with one knob turned: the wrong answers the checker recognises."""
+                  exponent=2, offset=0, sign=1.0, arange=False,
+                  repeat_angles=False):
+    """RoPE with one knob turned: the wrong answers the checker recognises.
+
+    arange: positions 0..N-1 whatever was passed; repeat_angles: the angle
+    table laid out (t0, t0, t1, t1, ...) while the halves are rotated."""
     x = np.asarray(x, dtype=float)
     d = x.shape[-1]
     i = np.arange(d // 2)
     theta = float(base) ** (-exponent * i / d)  # (d/2,)
-    ang = (np.asarray(positions, dtype=float) + offset)[..., None] * theta
+    pos = np.asarray(positions, dtype=float)
+    if arange:
+        pos = np.arange(x.shape[-2], dtype=float)
+    ang = (pos + offset)[..., None] * theta
     cos, sin = np.cos(ang), sign * np.sin(ang)
+    if repeat_angles:  # rotate_half with np.repeat(ang, 2) instead of [ang, ang]
+        cos2, sin2 = np.repeat(cos, 2, -1), np.repeat(sin, 2, -1)
+        half = np.concatenate([-x[..., d // 2:], x[..., : d // 2]], axis=-1)
+        return x * cos2 + half * sin2
     if interleaved:
         a, b = x[..., 0::2], x[..., 1::2]
         out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)))
@@ -79,21 +90,22 @@ def _rope_variant(x, positions, base=10000.0, *, interleaved=False,
 
 
 def rope_cases() -> list[Case]:
+    # d = 4 (two pairs) keeps a failure report within 79 columns
     rng = np.random.default_rng(13)
-    x = rng.normal(size=(5, 8))
-    heads = rng.normal(size=(2, 3, 6, 8))
+    x = rng.normal(size=(5, 4))
+    heads = rng.normal(size=(2, 3, 6, 2))
     out = []
     for label, args, kwargs in [
-        ("x (5, 8) at positions 0..4, base 10000", (x, np.arange(5)), {}),
+        ("x (5, 4) at positions 0..4, base 10000", (x, np.arange(5)), {}),
         ("one head of 3 tokens with d = 2 (a single pair)",
          (x[:3, :2], np.arange(3)), {}),
-        ("x (2, 3, 6, 8): batch and heads in front, positions 0..5",
+        ("x (2, 3, 6, 2): batch and heads in front",
          (heads, np.arange(6)), {}),
         ("tokens after a cache: positions 7..11, not 0..4",
          (x, np.arange(7, 12)), {}),
         ("base = 500000.0 (LLaMA 3), passed as base=...",
          (x, np.arange(5)), {"base": 500000.0}),
-        ("position 0 only: RoPE must leave the vector unchanged",
+        ("position 0 only: RoPE is the identity",
          (x[:1], np.array([0])), {}),
     ]:
         out.append(Case(label, args, ref.rope(*args, **kwargs), kwargs))
@@ -129,6 +141,14 @@ def check_rope(fn: Callable) -> Verdict:
              _rope_variant(x, pos, base, sign=-1.0)),
             ("the base is ignored: pass base through to the frequencies.",
              _rope_variant(x, pos, 10000.0)),
+            ("the positions argument is ignored: you used 0, 1, ..., N-1. "
+             "Tokens after a cache start later; use the positions given.",
+             _rope_variant(x, pos, base, arange=True)),
+            ("the angles are laid out (t0, t0, t1, t1, ...), the interleaved "
+             "layout, while the coordinates are split in halves: with "
+             "rotate_half, the angles must be [t0 .. t_{d/2-1}] twice, "
+             "np.concatenate([ang, ang], -1).",
+             _rope_variant(x, pos, base, repeat_angles=True)),
         ]
 
     if not verdict:
@@ -138,7 +158,7 @@ def check_rope(fn: Callable) -> Verdict:
 
 # --- grouped-query attention -----------------------------------------------
 
-def _gqa_variant(q, k, v, *, mapping="repeat", scale_by="k"):
+def _gqa_variant(q, k, v, *, mapping="repeat", scale_by="k", axis=-1):
     """Grouped-query attention by copying KV heads, with one knob turned."""
     group = q.shape[-3] // k.shape[-3]
     if mapping == "repeat":  # query head h reads KV head h // group
@@ -148,7 +168,7 @@ def _gqa_variant(q, k, v, *, mapping="repeat", scale_by="k"):
         k2, v2 = np.tile(k, reps), np.tile(v, reps)
     d = {"k": q.shape[-1], "v": v.shape[-1], "none": 1}[scale_by]
     s = q @ np.swapaxes(k2, -1, -2) / np.sqrt(d)
-    return ref.softmax(s, axis=-1) @ v2
+    return ref.softmax(s, axis=axis) @ v2
 
 
 def gqa_cases() -> list[Case]:
@@ -156,12 +176,11 @@ def gqa_cases() -> list[Case]:
     out = []
     for label, b, h_q, h_kv, n_q, n_k, d_k, d_v in [
         ("GQA: 4 query heads, 2 KV heads, N = 2, d = 2", 1, 4, 2, 2, 2, 2, 2),
-        ("GQA: 6 query heads, 3 KV heads (groups of 2)", 1, 6, 3, 4, 4, 4, 4),
-        ("GQA: 8 query heads, 2 KV heads (groups of 4), a batch of 2",
-         2, 8, 2, 3, 3, 4, 4),
-        ("MQA: 4 query heads, 1 KV head", 1, 4, 1, 3, 3, 4, 4),
-        ("MHA: 3 query heads, 3 KV heads", 1, 3, 3, 3, 3, 4, 4),
-        ("2 queries against 5 keys, d_k = 4, d_v = 6", 1, 4, 2, 2, 5, 4, 6),
+        ("GQA: 6 query heads, 3 KV heads (groups of 2)", 1, 6, 3, 4, 4, 3, 3),
+        ("8 query heads, 2 KV heads, a batch of 2", 2, 8, 2, 3, 3, 3, 3),
+        ("MQA: 4 query heads, 1 KV head", 1, 4, 1, 3, 3, 3, 3),
+        ("MHA: 3 query heads, 3 KV heads", 1, 3, 3, 3, 3, 3, 3),
+        ("2 queries against 5 keys, d_k = 2, d_v = 3", 1, 4, 2, 2, 5, 2, 3),
     ]:
         q = rng.normal(size=(b, h_q, n_q, d_k))
         k = rng.normal(size=(b, h_kv, n_k, d_k))
@@ -192,6 +211,9 @@ def check_gqa(fn: Callable) -> Verdict:
              _gqa_variant(q, k, v, scale_by="v")),
             ("the scores are not scaled: divide them by sqrt(d_k).",
              _gqa_variant(q, k, v, scale_by="none")),
+            ("the softmax ran over the queries (axis -2): each query's "
+             "weights over the keys must sum to 1, softmax over axis -1.",
+             _gqa_variant(q, k, v, axis=-2)),
         ]
 
     if not verdict:
@@ -208,12 +230,9 @@ def _kv_bytes(layers, kv_heads, head_dim, n_tokens, bytes_per_number=2):
 def kv_cache_bytes_cases() -> list[Case]:
     out = []
     for label, args in [
-        ("a toy model: 2 layers, 1 KV head of size 4, 3 tokens, float32",
-         (2, 1, 4, 3, 4)),
-        ("32 layers, 8 KV heads of 128, one token, bf16 (2 bytes)",
-         (32, 8, 128, 1, 2)),
-        ("28 layers, 4 KV heads of 128, 8192 tokens, bf16",
-         (28, 4, 128, 8192, 2)),
+        ("2 layers, 1 KV head of 4, 3 tokens, fp32", (2, 1, 4, 3, 4)),
+        ("32 layers, 8 heads of 128, 1 token, bf16", (32, 8, 128, 1, 2)),
+        ("28 layers, 4 heads of 128, 8192 tokens", (28, 4, 128, 8192, 2)),
         ("the same in float32 (4 bytes per number)", (28, 4, 128, 8192, 4)),
         ("an empty cache: 0 tokens", (80, 8, 128, 0, 2)),
     ]:
@@ -236,7 +255,12 @@ def check_kv_cache_bytes(fn: Callable) -> Verdict:
              "bytes_per_number.", _kv_bytes(layers, h, hd, n, 1)),
             ("the result is in bits: a byte is 8 bits; count bytes.",
              _kv_bytes(*case.args) * 8),
-        ]
+            ("the result does not grow with n_tokens: every token in the "
+             "cache keeps its own keys and values.",
+             _kv_bytes(layers, h, hd, 1, b)),
+        ] + [(f"the result is in {unit}: return bytes, and convert only "
+              "when you print.", _kv_bytes(*case.args) / 2 ** p)
+             for unit, p in (("KiB", 10), ("MiB", 20), ("GiB", 30))]
 
     if not verdict:
         _hint(fn, cases, wrong_forms)

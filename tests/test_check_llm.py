@@ -10,11 +10,13 @@ from attnbook import reference as ref
 from attnbook.check_llm import _gqa_variant, _kv_bytes, _rope_variant
 
 
-def _out(capsys):
-    """The printed report, with its line breaks (hints are wrapped) undone."""
+def _out(capsys, every_line=False):
+    """The printed report, with its line breaks (hints are wrapped) undone.
+    Hints fit in 79 columns; with every_line, the whole report does (the
+    side-by-side arrays of a wrong answer of the right shape too)."""
     out = capsys.readouterr().out
     assert all(len(line) <= 79 for line in out.splitlines()
-               if "hint" in line), out
+               if every_line or "hint" in line), out
     return " ".join(out.split())
 
 
@@ -52,10 +54,15 @@ def test_check_rope_passes_right_answers(capsys):
      "wrong sign"),
     (lambda x, p, base=10000.0: _rope_variant(x, p, 10000.0),
      "base is ignored"),
+    (lambda x, p, base=10000.0: _rope_variant(x, p, base, arange=True),
+     "positions argument is ignored"),
+    (lambda x, p, base=10000.0: _rope_variant(x, p, base,
+                                              repeat_angles=True),
+     "(t0, t0, t1, t1, ...)"),
 ])
 def test_check_rope_rejects_and_names_the_mistake(capsys, wrong, hint):
     assert not check.check_rope(wrong)
-    out = _out(capsys)
+    out = _out(capsys, every_line=True)
     assert "FAILED" in out and hint in out
 
 
@@ -119,24 +126,28 @@ def test_check_gqa_passes_right_answers(capsys):
     (lambda q, k, v: _gqa_variant(q, k, v, mapping="tile"), "h % H_kv"),
     (lambda q, k, v: _gqa_variant(q, k, v, scale_by="v"), "sqrt(d_v)"),
     (lambda q, k, v: _gqa_variant(q, k, v, scale_by="none"), "not scaled"),
+    (lambda q, k, v: _gqa_variant(q, k, v, axis=-2), "over the queries"),
 ])
 def test_check_gqa_rejects_and_names_the_mistake(capsys, wrong, hint):
     assert not check.check_gqa(wrong)
-    out = _out(capsys)
+    out = _out(capsys, every_line=True)
     assert "FAILED" in out and hint in out
 
 
 def test_check_gqa_rejects_other_wrong_answers(capsys):
-    def softmax_wrong_axis(q, k, v):
-        k2 = np.repeat(k, q.shape[1] // k.shape[1], axis=1)
-        v2 = np.repeat(v, q.shape[1] // k.shape[1], axis=1)
-        s = q @ np.swapaxes(k2, -1, -2) / np.sqrt(q.shape[-1])
-        return ref.softmax(s, axis=-2) @ v2
+    def groups_strided(q, k, v):  # (group, H_kv) instead of (H_kv, group)
+        b, h_q, n, d = q.shape
+        q5 = q.reshape(b, h_q // k.shape[1], k.shape[1], n, d)
+        s = q5 @ np.swapaxes(k, -1, -2)[:, None] / np.sqrt(d)
+        return (ref.softmax(s) @ v[:, None]).reshape(b, h_q, n, -1)
 
     def first_kv_head_only(q, k, v):
         return _gqa_variant(q, k[:, :1], v[:, :1])
 
-    for fn in (softmax_wrong_axis, first_kv_head_only):
+    def first_batch_only(q, k, v):
+        return _gqa_variant(q[:1], k[:1], v[:1])
+
+    for fn in (groups_strided, first_kv_head_only, first_batch_only):
         assert not check.check_gqa(fn)
     assert "FAILED" in _out(capsys)
 
@@ -168,15 +179,18 @@ def test_check_kv_cache_bytes(capsys):
     (lambda L, h, hd, n, b: L * h * hd * n * b, "keys AND values"),
     (lambda L, h, hd, n, b: 2 * L * h * hd * n, "in numbers, not bytes"),
     (lambda L, h, hd, n, b: 16 * L * h * hd * n * b, "in bits"),
+    (lambda L, h, hd, n, b: 2 * L * h * hd * b, "does not grow with n_tokens"),
+    (lambda L, h, hd, n, b: 2 * L * h * hd * n * b / 1024, "in KiB"),
+    (lambda L, h, hd, n, b: 2 * L * h * hd * n * b / 2 ** 30, "in GiB"),
 ])
 def test_check_kv_cache_bytes_names_the_mistake(capsys, wrong, hint):
     assert not check.check_kv_cache_bytes(wrong)
-    out = _out(capsys)
+    out = _out(capsys, every_line=True)
     assert "FAILED" in out and hint in out
 
 
 def test_check_kv_cache_bytes_other_wrong_answers(capsys):
-    for fn in (lambda L, h, hd, n, b: 2 * L * h * hd * b,       # no tokens
+    for fn in (lambda L, h, hd, n, b: 2 * L * h * hd * (n + 1) * b,
                lambda L, h, hd, n, b: 2 * L * 4 * h * hd * n * b,
                lambda L, h, hd, n, b: None,
                lambda L, h, hd, n, b: "1 GB"):
