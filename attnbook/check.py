@@ -1066,6 +1066,15 @@ def _call_torch(fn, case):
     """
     import torch
 
+    # the chapter may have turned gradients off (torch.set_grad_enabled(False)):
+    # the check needs them, for this call only
+    with torch.inference_mode(False), torch.enable_grad():
+        return _call_torch_grad(fn, case)
+
+
+def _call_torch_grad(fn, case):
+    import torch
+
     tensors = []
     for a in case.args:
         if isinstance(a, np.ndarray) and a.dtype != bool:
@@ -1125,11 +1134,14 @@ def _torch_mistakes():
 
     import torch
 
-    def make(fill=float("-inf"), empty="zeros", scale=None, axis=-1, invert=False):
+    def make(fill=float("-inf"), empty="zeros", scale=None, axis=-1, invert=False,
+             additive=False):
         def f(q, k, v, mask=None):
             d = q.shape[-1] if scale is None else scale(q, k, v)
             s = q @ k.transpose(-2, -1) / math.sqrt(d)
-            if mask is not None:
+            if mask is not None and additive:
+                s = s + torch.zeros(mask.shape, dtype=s.dtype).masked_fill(~mask, fill)
+            elif mask is not None:
                 s = s.masked_fill(mask if invert else ~mask, fill)
             if empty == "nan_to_num":
                 w = torch.nan_to_num(torch.softmax(s, dim=axis))
@@ -1143,9 +1155,10 @@ def _torch_mistakes():
 
     return [
         Mistake("nan_to_num (or a where) after the softmax fixes the forward pass "
-                "only: the softmax of an all -inf row is nan, and so is its "
-                "gradient. Give a fully masked row finite scores (e.g. 0) before "
-                "the softmax, then zero its weights", make(empty="nan_to_num")),
+                "only: with an additive -inf mask, the gradient of a fully masked "
+                "row is still nan. Give such a row finite scores (e.g. 0) before "
+                "the softmax, then zero its weights",
+                make(empty="nan_to_num", additive=True)),
         Mistake("a fully masked row is not handled: its softmax is 0/0 = nan. "
                 "Find the rows with no allowed key and give them zero weights",
                 make(empty="none")),

@@ -97,6 +97,17 @@ def softmax(x, axis=-1, temperature=1.0):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _lines(*parts, prefix="ValueError: "):
+    """Join message parts with spaces, breaking lines to fit 79 columns (prefix included)."""
+    lines = [prefix]
+    for part in parts:
+        if len(lines[-1]) + 1 + len(part) <= 79 or lines[-1] in ("", prefix):
+            lines[-1] = f"{lines[-1]} {part}" if lines[-1] not in ("", prefix) else lines[-1] + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)[len(prefix):]
+
+
 def _check_mask_shape(mask_shape, score_shape):
     """Raise ValueError unless a mask of ``mask_shape`` broadcasts to
     ``score_shape`` without enlarging it (shared with the PyTorch code)."""
@@ -104,15 +115,13 @@ def _check_mask_shape(mask_shape, score_shape):
     try:
         shape = np.broadcast_shapes(mask_shape, score_shape)
     except ValueError:
-        raise ValueError(
-            f"mask {mask_shape} does not broadcast to the scores {score_shape}\n"
-            "(the scores' shape is (..., Nq, Nk))"
-        ) from None
+        raise ValueError(_lines(
+            f"mask of shape {mask_shape}", "does not broadcast to",
+            f"the scores {score_shape}", "(..., Nq, Nk)")) from None
     if shape != score_shape:
-        raise ValueError(
-            f"mask {mask_shape} would enlarge the scores {score_shape};\n"
-            "give the batch/head axes to q, k and v instead"
-        )
+        raise ValueError(_lines(
+            f"mask of shape {mask_shape}", "would enlarge", f"the scores {score_shape};",
+            "give the batch/head axes", "to q, k and v instead"))
 
 
 def _check_mask(mask, score_shape):
@@ -193,11 +202,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, fully_masked="raise"):
     if nq and empty_rows.any():
         if fully_masked == "raise":
             where = tuple(int(i) for i in np.argwhere(empty_rows)[0])
-            raise ValueError(
-                f"query {where} (index into (..., Nq)) has every key masked,\n"
-                "so its softmax is 0/0; pass fully_masked='zeros' to give\n"
-                "such rows zero weight and zero output"
-            )
+            raise ValueError(_lines(
+                f"query {where} (index into (..., Nq)) has every key masked,",
+                "so its softmax is 0/0;", "pass fully_masked='zeros' to give such rows",
+                "zero weight and zero output"))
     if nq == 0:
         return np.zeros((*lead, 0, dv)), np.zeros(score_shape)
     masked = np.where(keep, scores, -np.inf)
@@ -318,8 +326,8 @@ def mask_for_heads(mask, batch_shape, n_heads, n_q, n_k):
     target = (*batch_shape, int(n_heads), int(n_q), int(n_k))
     given = tuple(mask.shape)
     if len(given) > len(batch_shape) + 3:
-        raise ValueError(f"mask {given} has too many axes for scores {target};\n"
-                         + _MASK_RULE)
+        raise ValueError(_lines(f"mask of shape {given}", "has too many axes",
+                                f"for the scores {target};") + "\n" + _MASK_RULE)
     one_head = len(given) <= len(batch_shape) + 2
     shaped = mask[..., None, :, :] if one_head and len(given) >= 2 else mask
     try:
@@ -328,8 +336,8 @@ def mask_for_heads(mask, batch_shape, n_heads, n_q, n_k):
         fits = False
     if not fits:
         form = "one head's" if one_head else "per-head"
-        raise ValueError(f"mask {given} ({form} form) does not fit scores {target};\n"
-                         + _MASK_RULE)
+        raise ValueError(_lines(f"mask of shape {given}", f"({form} form)", "does not fit",
+                                f"the scores {target};") + "\n" + _MASK_RULE)
     return shaped
 
 

@@ -55,8 +55,9 @@ def attention(q, k, v, mask=None, *, fully_masked="raise"):
         empty = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., Nq, 1)
         if empty.any():
             if fully_masked == "raise":
-                raise ValueError("a query has every key masked, so its softmax is 0/0;\n"
-                                 "pass fully_masked='zeros' to give it zero weights")
+                raise ValueError("a query has every key masked,\n"
+                                 "so its softmax is 0/0; pass fully_masked='zeros'\n"
+                                 "to give it zero weights")
             scores = scores.masked_fill(empty, 0.0)  # any finite row: replaced below
     weights = torch.softmax(scores, dim=-1)  # (..., Nq, Nk)
     if mask is not None and empty.any():
