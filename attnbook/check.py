@@ -403,7 +403,7 @@ HINT_MIX_BATCH = ("the sequences of the batch are mixed: each token attended "
                   "use k.swapaxes(-2, -1), not a reshape to (B*N, D)")
 
 
-def _scale_mistakes(fn_of_scale, dv=True, width_d=None):
+def _scale_mistakes(fn_of_scale, dv=True, width_d=None, batched=True):
     """The scaling mistakes, for an attention computed by ``fn_of_scale(scale)``."""
     out = [
         Mistake(HINT_NO_SCALE, fn_of_scale(lambda q, k, v: 1.0)),
@@ -411,8 +411,9 @@ def _scale_mistakes(fn_of_scale, dv=True, width_d=None):
         Mistake(HINT_TIMES, fn_of_scale(lambda q, k, v: 1 / np.sqrt(k.shape[-1]))),
         Mistake(HINT_TOKENS, fn_of_scale(lambda q, k, v: np.sqrt(k.shape[-2]))),
         Mistake(HINT_TOKENS, fn_of_scale(lambda q, k, v: np.sqrt(q.shape[-2]))),
-        Mistake(HINT_TOKENS, fn_of_scale(lambda q, k, v: np.sqrt(k.shape[1]))),
     ]
+    if batched:  # k.shape[1] is N for a batch (B, N, HS); for (N, dk) it is right
+        out.append(Mistake(HINT_TOKENS, fn_of_scale(lambda q, k, v: np.sqrt(k.shape[1]))))
     if dv:
         out.append(Mistake(HINT_DV, fn_of_scale(lambda q, k, v: np.sqrt(v.shape[-1]))))
     if width_d is not None:
@@ -482,7 +483,7 @@ def scores_cases() -> list[Case]:
 def _scores_mistakes():
     def by(scale):
         return lambda q, k: q @ k.T / scale(q, k, None)
-    out = [Mistake(h.hint, h.fn) for h in _scale_mistakes(by, dv=False)]
+    out = _scale_mistakes(by, dv=False, batched=False)
     out.append(Mistake(HINT_TRANSPOSED, lambda q, k: k @ q.T / np.sqrt(q.shape[-1])))
     return out
 
@@ -533,7 +534,7 @@ def attention_cases() -> list[Case]:
 def _attention_mistakes():
     def by(scale):
         return lambda q, k, v: _attn(q, k, v, scale=scale)
-    return _scale_mistakes(by) + [
+    return _scale_mistakes(by, batched=False) + [
         Mistake(HINT_AXIS, lambda q, k, v: _attn(q, k, v, axis=0)),
         Mistake(HINT_NAIVE, lambda q, k, v: _attn(q, k, v, shift="none")),
         Mistake(HINT_GLOBAL, lambda q, k, v: _attn(q, k, v, shift="global")),

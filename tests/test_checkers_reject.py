@@ -576,3 +576,27 @@ def test_run_cases_reports_a_learner_exception_with_a_hint_when_a_mistake_raises
 
     verdict, out = run(check.check_multihead_list, d_over_nh, capsys)
     assert not verdict and "HS is computed as D // NH" in flat(out)
+
+
+# --- every known mistake in attnbook.check is itself rejected, with its own hint -----------
+
+MISTAKE_LISTS = {
+    "check_softmax": check._softmax_mistakes,
+    "check_scores": check._scores_mistakes,
+    "check_attention": check._attention_mistakes,
+    "check_soft_lookup": check._soft_lookup_mistakes,
+    "check_temperature_softmax": check._temperature_mistakes,
+    "check_self_attention_batched": check._self_mistakes,
+    "check_causal_mask": check._causal_mistakes,
+    "check_padding_mask": check._padding_mistakes,
+    "check_cross_attention": check._cross_mistakes,
+    "check_multihead_list": check._multihead_mistakes,
+}
+
+
+@pytest.mark.parametrize("checker", MISTAKE_LISTS)
+def test_every_known_mistake_is_rejected_with_its_hint(checker, capsys):
+    for mistake in MISTAKE_LISTS[checker]():
+        verdict, out = run(getattr(check, checker), mistake.fn, capsys)
+        assert not verdict, mistake.hint
+        assert flat(mistake.hint) in flat(out), (mistake.hint, out)
