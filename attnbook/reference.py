@@ -16,6 +16,11 @@ Conventions used throughout the book
   sum of nothing). By default that is an error (``fully_masked="raise"``);
   pass ``fully_masked="zeros"`` to get all-zero weights and a zero output for
   such rows instead. The masking chapter explains the choice.
+* Multi-head attention takes one mask rule, :func:`mask_for_heads`, shared
+  by :func:`multihead_attention`, :func:`multihead_cross_attention` and
+  ``attnbook.torch_attention.MultiHeadSelfAttention``.
+* Error messages fit in 79 characters per line, ``ValueError: `` included,
+  since they appear in the book's outputs.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ __all__ = [
     "merge_heads",
     "multihead_attention",
     "multihead_cross_attention",
+    "mask_for_heads",
 ]
 
 _FULLY_MASKED_CHOICES = ("raise", "zeros")
@@ -69,7 +75,8 @@ def softmax(x, axis=-1, temperature=1.0):
     z = _as_float_array(x, "x")
     t = float(temperature)
     if not np.isfinite(t) or t < 0:
-        raise ValueError(f"temperature must be a finite number >= 0, got {temperature!r}")
+        raise ValueError(
+            f"temperature must be a finite number >= 0, got {temperature!r}")
     if z.ndim == 0:
         raise ValueError("softmax needs at least one axis; got a scalar")
     axis = normalize_axis_index(axis, z.ndim)
@@ -80,8 +87,8 @@ def softmax(x, axis=-1, temperature=1.0):
     zmax = np.max(z, axis=axis, keepdims=True)
     if np.isneginf(zmax).any():
         raise ValueError(
-            "a slice of the softmax input is entirely -inf, so it has no softmax "
-            "(0/0); in attention this is a query with every key masked"
+            "a slice of the softmax input is entirely -inf, so it has\n"
+            "no softmax (0/0); in attention, a query with every key masked"
         )
     if t == 0:
         hot = (z == zmax).astype(z.dtype)
@@ -90,26 +97,42 @@ def softmax(x, axis=-1, temperature=1.0):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _lines(*parts, prefix="ValueError: "):
+    """Join message parts with spaces, breaking lines to fit 79 columns (prefix included)."""
+    lines = [prefix]
+    for part in parts:
+        if len(lines[-1]) + 1 + len(part) <= 79 or lines[-1] in ("", prefix):
+            lines[-1] = f"{lines[-1]} {part}" if lines[-1] not in ("", prefix) else lines[-1] + part
+        else:
+            lines.append(part)
+    return "\n".join(lines)[len(prefix):]
+
+
+def _check_mask_shape(mask_shape, score_shape):
+    """Raise ValueError unless a mask of ``mask_shape`` broadcasts to
+    ``score_shape`` without enlarging it (shared with the PyTorch code)."""
+    mask_shape, score_shape = tuple(mask_shape), tuple(score_shape)
+    try:
+        shape = np.broadcast_shapes(mask_shape, score_shape)
+    except ValueError:
+        raise ValueError(_lines(
+            f"mask of shape {mask_shape}", "does not broadcast to",
+            f"the scores {score_shape}", "(..., Nq, Nk)")) from None
+    if shape != score_shape:
+        raise ValueError(_lines(
+            f"mask of shape {mask_shape}", "would enlarge", f"the scores {score_shape};",
+            "give the batch/head axes", "to q, k and v instead"))
+
+
 def _check_mask(mask, score_shape):
     m = np.asarray(mask)
     if m.dtype != bool:
         raise TypeError(
-            f"mask must be boolean (True = may attend), got dtype {m.dtype}; "
-            "for a 0/1 keep-matrix use mask == 1, for an additive 0/-inf matrix "
-            "use mask == 0"
+            f"mask must be boolean (True = may attend), got {m.dtype};\n"
+            "for a 0/1 keep-matrix use mask == 1, for an additive\n"
+            "0/-inf matrix use mask == 0"
         )
-    try:
-        np.broadcast_shapes(m.shape, score_shape)
-    except ValueError:
-        raise ValueError(
-            f"mask of shape {m.shape} does not broadcast to the scores' shape "
-            f"{score_shape} (..., Nq, Nk)"
-        ) from None
-    if np.broadcast_shapes(m.shape, score_shape) != tuple(score_shape):
-        raise ValueError(
-            f"mask of shape {m.shape} would enlarge the scores' shape {score_shape}; "
-            "give the batch/head dimensions to q, k and v instead"
-        )
+    _check_mask_shape(m.shape, score_shape)
     return m
 
 
@@ -138,30 +161,36 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, fully_masked="raise"):
     query is fully masked and follows ``fully_masked``; ``dk == 0`` raises.
     """
     if fully_masked not in _FULLY_MASKED_CHOICES:
-        raise ValueError(f"fully_masked must be one of {_FULLY_MASKED_CHOICES}, got {fully_masked!r}")
+        raise ValueError(f"fully_masked must be one of {_FULLY_MASKED_CHOICES},\n"
+                         f"got {fully_masked!r}")
     q = _as_float_array(q, "q")
     k = _as_float_array(k, "k")
     v = _as_float_array(v, "v")
     for name, a in (("q", q), ("k", k), ("v", v)):
         if a.ndim < 2:
-            raise ValueError(f"{name} must have at least 2 dimensions (..., N, d), got shape {a.shape}")
+            raise ValueError(f"{name} must have at least 2 dimensions (..., N, d),\n"
+                             f"got shape {a.shape}")
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(
-            f"q and k must have the same last dimension dk: q {q.shape} vs k {k.shape}"
+            "q and k must have the same last dimension dk:\n"
+            f"q {q.shape} vs k {k.shape}"
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k and v must have the same number of positions Nk: k {k.shape} vs v {v.shape}"
+            "k and v must have the same number of positions Nk:\n"
+            f"k {k.shape} vs v {v.shape}"
         )
     try:
         lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     except ValueError:
         raise ValueError(
-            f"leading (batch/head) dimensions do not broadcast: q {q.shape}, k {k.shape}, v {v.shape}"
+            "leading (batch/head) dimensions do not broadcast:\n"
+            f"q {q.shape}, k {k.shape}, v {v.shape}"
         ) from None
     dk = q.shape[-1]
     if dk == 0:
-        raise ValueError(f"dk is 0 (q {q.shape}): there is nothing to compare and no scale 1/sqrt(dk)")
+        raise ValueError(f"dk is 0 (q {q.shape}): there is nothing to compare\n"
+                         "and no scale 1/sqrt(dk)")
     nq, nk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
     score_shape = (*lead, nq, nk)
 
@@ -173,11 +202,10 @@ def scaled_dot_product_attention(q, k, v, mask=None, *, fully_masked="raise"):
     if nq and empty_rows.any():
         if fully_masked == "raise":
             where = tuple(int(i) for i in np.argwhere(empty_rows)[0])
-            raise ValueError(
-                f"query {where} (index into (..., Nq)) has every key masked, so its "
-                "softmax is 0/0; pass fully_masked='zeros' to give such rows zero "
-                "weight and zero output"
-            )
+            raise ValueError(_lines(
+                f"query {where} (index into (..., Nq)) has every key masked,",
+                "so its softmax is 0/0;", "pass fully_masked='zeros' to give such rows",
+                "zero weight and zero output"))
     if nq == 0:
         return np.zeros((*lead, 0, dv)), np.zeros(score_shape)
     masked = np.where(keep, scores, -np.inf)
@@ -208,7 +236,8 @@ def causal_mask(n_q, n_k=None):
     n_q = int(n_q)
     n_k = n_q if n_k is None else int(n_k)
     if n_q < 0 or n_k < 0:
-        raise ValueError(f"sequence lengths must be >= 0, got n_q={n_q}, n_k={n_k}")
+        raise ValueError(
+            f"sequence lengths must be >= 0, got n_q={n_q}, n_k={n_k}")
     return np.tri(n_q, n_k, k=n_k - n_q, dtype=bool)
 
 
@@ -221,9 +250,11 @@ def padding_mask(lengths, n):
     """
     lengths = np.asarray(lengths)
     if lengths.ndim != 1:
-        raise ValueError(f"lengths must be 1-D (one per sequence), got shape {lengths.shape}")
+        raise ValueError("lengths must be 1-D (one per sequence),\n"
+                         f"got shape {lengths.shape}")
     if (lengths < 0).any() or (lengths > n).any():
-        raise ValueError(f"every length must lie in [0, {n}], got {lengths.tolist()}")
+        raise ValueError(f"every length must lie in [0, {n}],\n"
+                         f"got {lengths.tolist()}")
     return (np.arange(n)[None, :] < lengths[:, None])[:, None, :]
 
 
@@ -234,7 +265,8 @@ def split_heads(x, n_heads):
         raise ValueError(f"x must be (..., N, D), got shape {x.shape}")
     d = x.shape[-1]
     if n_heads < 1 or d % n_heads:
-        raise ValueError(f"D = {d} (x {x.shape}) is not divisible by n_heads = {n_heads}")
+        raise ValueError(f"D = {d} (x {x.shape}) is not divisible\n"
+                         f"by n_heads = {n_heads}")
     x = x.reshape(*x.shape[:-1], n_heads, d // n_heads)  # (..., N, NH, HS)
     return np.swapaxes(x, -3, -2)  # (..., NH, N, HS)
 
@@ -255,17 +287,66 @@ def _check_weight(w, name, shape):
     return w
 
 
-def _same_for_every_head(mask):
-    """A mask shaped like the batch, (..., Nq, Nk) -> (..., 1, Nq, Nk): one mask for all heads.
+_MASK_RULE = (
+    "a multi-head mask is one head's (..., Nq, Nk), e.g. (Nq, Nk),\n"
+    "(B, Nq, Nk), (B, 1, Nk), or per head (..., NH, Nq, Nk), e.g.\n"
+    "(B, 1, 1, Nk), (B, 1, Nq, Nk), (B, NH, Nq, Nk)"
+)
 
-    Without the inserted axis, a (B, 1, Nk) padding mask would line its batch
-    axis up with the head axis of the (B, NH, Nq, Nk) scores: silently wrong
-    when B == NH, a confusing error otherwise.
+
+def mask_for_heads(mask, batch_shape, n_heads, n_q, n_k):
+    """The one mask rule of multi-head attention, NumPy and PyTorch alike.
+
+    Used by :func:`multihead_attention`, :func:`multihead_cross_attention`
+    and ``attnbook.torch_attention.MultiHeadSelfAttention``. The scores have
+    shape ``(*batch, NH, Nq, Nk)``; the mask is boolean, True = may attend,
+    and is given in one of two forms, told apart by its number of axes:
+
+    * **one head's form**, at most ``len(batch) + 2`` axes, broadcasting to
+      ``(*batch, Nq, Nk)``: ``(Nq, Nk)`` (a causal mask), ``(B, Nq, Nk)``,
+      ``(B, 1, Nk)`` (a padding mask), ``(B, Nq, 1)``. The same mask is used
+      for every head: a head axis is inserted before ``Nq``, so a
+      ``(B, 1, Nk)`` mask can never be read as one mask per head, even when
+      B == NH.
+    * **the multi-head form**, exactly ``len(batch) + 3`` axes, broadcasting
+      to ``(*batch, NH, Nq, Nk)``: ``(B, 1, 1, Nk)`` (a padding mask, as the
+      masking chapter builds it), ``(B, 1, Nq, Nk)``, or one mask per head,
+      ``(B, NH, Nq, Nk)``.
+
+    With no batch axis (x of shape ``(N, D)``), ``(Nq, Nk)`` is one head's
+    form and ``(NH, Nq, Nk)`` the per-head form. Any other shape raises
+    ``ValueError`` quoting the mask's shape as the caller gave it.
+
+    Works on NumPy arrays and on torch tensors (only ``.ndim``, ``.shape``
+    and indexing are used); returns a view that broadcasts to the scores.
     """
     if mask is None:
         return None
+    batch_shape = tuple(batch_shape)
+    target = (*batch_shape, int(n_heads), int(n_q), int(n_k))
+    given = tuple(mask.shape)
+    if len(given) > len(batch_shape) + 3:
+        raise ValueError(_lines(f"mask of shape {given}", "has too many axes",
+                                f"for the scores {target};") + "\n" + _MASK_RULE)
+    one_head = len(given) <= len(batch_shape) + 2
+    shaped = mask[..., None, :, :] if one_head and len(given) >= 2 else mask
+    try:
+        fits = np.broadcast_shapes(tuple(shaped.shape), target) == target
+    except ValueError:
+        fits = False
+    if not fits:
+        form = "one head's" if one_head else "per-head"
+        raise ValueError(_lines(f"mask of shape {given}", f"({form} form)", "does not fit",
+                                f"the scores {target};") + "\n" + _MASK_RULE)
+    return shaped
+
+
+def _as_mask(mask):
+    if mask is None:
+        return None
     m = np.asarray(mask)
-    return m[..., None, :, :] if m.ndim >= 3 else m
+    _check_mask(m, m.shape)  # boolean, with the book's message otherwise
+    return m
 
 
 def multihead_attention(x, w_qkv, w_o, n_heads, mask=None, *, fully_masked="raise"):
@@ -273,11 +354,10 @@ def multihead_attention(x, w_qkv, w_o, n_heads, mask=None, *, fully_masked="rais
 
     x : (..., N, D); w_qkv : (D, 3D), the q, k and v projections side by side
     in that order; w_o : (D, D); D must be divisible by ``n_heads``.
-    mask : bool, True = may attend, of shape (..., N, N) broadcasting against
-    x's leading (batch) dimensions, for example ``causal_mask(N)`` or
-    ``padding_mask(lengths, N)``; the same mask is applied to every head (the
-    head axis is inserted here, so a (B, 1, N) padding mask cannot be mistaken
-    for a per-head mask when B == NH).
+    mask : bool, True = may attend; the shapes of :func:`mask_for_heads`:
+    one head's (N, N), (B, N, N), (B, 1, N) (``causal_mask(N)``,
+    ``padding_mask(lengths, N)``), the same for every head; or the
+    multi-head (B, 1, 1, N), (B, 1, N, N), (B, NH, N, N).
     Returns (..., N, D).
     """
     x = _as_float_array(x, "x")
@@ -288,7 +368,8 @@ def multihead_attention(x, w_qkv, w_o, n_heads, mask=None, *, fully_masked="rais
     w_o = _check_weight(w_o, "w_o", (d, d))
     q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # 3 x (..., N, D)
     q, k, v = (split_heads(t, n_heads) for t in (q, k, v))  # (..., NH, N, HS)
-    out, _ = scaled_dot_product_attention(q, k, v, _same_for_every_head(mask), fully_masked=fully_masked)
+    m = mask_for_heads(_as_mask(mask), x.shape[:-2], n_heads, x.shape[-2], x.shape[-2])
+    out, _ = scaled_dot_product_attention(q, k, v, m, fully_masked=fully_masked)
     return merge_heads(out) @ w_o  # (..., N, D)
 
 
@@ -297,23 +378,32 @@ def multihead_cross_attention(x_q, x_kv, w_q, w_kv, w_o, n_heads, mask=None, *, 
 
     x_q : (..., Nq, D); x_kv : (..., Nk, D); w_q : (D, D); w_kv : (D, 2D), the
     k and v projections side by side in that order; w_o : (D, D).
-    mask : bool, True = may attend, of shape (..., Nq, Nk) broadcasting against
-    the inputs' leading (batch) dimensions; the same for every head.
+    mask : bool, True = may attend; the shapes of :func:`mask_for_heads`:
+    one head's (Nq, Nk), (B, Nq, Nk), (B, 1, Nk), the same for every head;
+    or the multi-head (B, 1, 1, Nk), (B, 1, Nq, Nk), (B, NH, Nq, Nk).
     Returns (..., Nq, D).
     """
     x_q = _as_float_array(x_q, "x_q")
     x_kv = _as_float_array(x_kv, "x_kv")
     if x_q.ndim < 2 or x_kv.ndim < 2:
-        raise ValueError(f"x_q and x_kv must be (..., N, D), got {x_q.shape} and {x_kv.shape}")
+        raise ValueError("x_q and x_kv must be (..., N, D),\n"
+                         f"got {x_q.shape} and {x_kv.shape}")
     d = x_q.shape[-1]
     if x_kv.shape[-1] != d:
-        raise ValueError(f"x_q and x_kv must have the same width D: {x_q.shape} vs {x_kv.shape}")
+        raise ValueError("x_q and x_kv must have the same width D:\n"
+                         f"{x_q.shape} vs {x_kv.shape}")
     w_q = _check_weight(w_q, "w_q", (d, d))
     w_kv = _check_weight(w_kv, "w_kv", (d, 2 * d))
     w_o = _check_weight(w_o, "w_o", (d, d))
     q = split_heads(x_q @ w_q, n_heads)  # (..., NH, Nq, HS)
     k, v = (split_heads(t, n_heads) for t in np.split(x_kv @ w_kv, 2, axis=-1))  # (..., NH, Nk, HS)
-    out, _ = scaled_dot_product_attention(q, k, v, _same_for_every_head(mask), fully_masked=fully_masked)
+    try:
+        batch = np.broadcast_shapes(x_q.shape[:-2], x_kv.shape[:-2])
+    except ValueError:
+        raise ValueError("the batch axes of x_q and x_kv do not broadcast:\n"
+                         f"{x_q.shape} vs {x_kv.shape}") from None
+    m = mask_for_heads(_as_mask(mask), batch, n_heads, x_q.shape[-2], x_kv.shape[-2])
+    out, _ = scaled_dot_product_attention(q, k, v, m, fully_masked=fully_masked)
     return merge_heads(out) @ w_o  # (..., Nq, D)
 
 

@@ -10,7 +10,9 @@ key, ``torch.nn.functional.scaled_dot_product_attention`` and
 
 Conventions are the answer key's: masks are boolean with **True = may attend**,
 and a query whose every key is masked raises ``ValueError`` by default, or gets
-zero weights and a zero output with ``fully_masked="zeros"``.
+zero weights and a zero output with ``fully_masked="zeros"``. The mask of
+:class:`MultiHeadSelfAttention` follows the answer key's one rule,
+:func:`attnbook.reference.mask_for_heads`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import math
 import numpy as np
 import torch
 from torch import nn
+
+from . import reference as ref
 
 __all__ = [
     "attention",
@@ -39,17 +43,21 @@ def attention(q, k, v, mask=None, *, fully_masked="raise"):
     attend, broadcastable to (..., Nq, Nk).
     """
     if fully_masked not in ("raise", "zeros"):
-        raise ValueError(f"fully_masked must be 'raise' or 'zeros', got {fully_masked!r}")
+        raise ValueError("fully_masked must be 'raise' or 'zeros',\n"
+                         f"got {fully_masked!r}")
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (..., Nq, Nk)
     if mask is not None:
         if mask.dtype != torch.bool:
-            raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+            raise TypeError("mask must be boolean (True = may attend),\n"
+                            f"got {mask.dtype}")
+        ref._check_mask_shape(mask.shape, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))
         empty = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., Nq, 1)
         if empty.any():
             if fully_masked == "raise":
-                raise ValueError("a query has every key masked, so its softmax is 0/0; "
-                                 "pass fully_masked='zeros' to give it zero weights")
+                raise ValueError("a query has every key masked,\n"
+                                 "so its softmax is 0/0; pass fully_masked='zeros'\n"
+                                 "to give it zero weights")
             scores = scores.masked_fill(empty, 0.0)  # any finite row: replaced below
     weights = torch.softmax(scores, dim=-1)  # (..., Nq, Nk)
     if mask is not None and empty.any():
@@ -74,12 +82,21 @@ class MultiHeadSelfAttention(nn.Module):
 
     ``input_dim`` is the width of a token; ``hidden_dim`` the total width of
     the heads (n_heads * head size), which need not equal ``input_dim``.
+
+    ``forward(x, mask=None, fully_masked="raise")`` takes x of shape
+    (B, N, D) and a boolean mask, True = may attend, in the shapes of
+    :func:`attnbook.reference.mask_for_heads`: one head's (N, N), (B, N, N),
+    (B, 1, N), the same for every head (never read as one mask per head,
+    even when B == NH); or the multi-head (B, 1, 1, N), (B, 1, N, N),
+    (B, NH, N, N). It returns the output (B, N, input_dim) and the weights
+    (B, NH, N, N).
     """
 
     def __init__(self, input_dim, hidden_dim, n_heads, bias=False):
         super().__init__()
         if hidden_dim % n_heads:
-            raise ValueError(f"hidden_dim {hidden_dim} is not divisible by n_heads {n_heads}")
+            raise ValueError(f"hidden_dim {hidden_dim} is not divisible\n"
+                             f"by n_heads {n_heads}")
         self.n_heads = n_heads
         self.query = nn.Linear(input_dim, hidden_dim, bias=bias)
         self.key = nn.Linear(input_dim, hidden_dim, bias=bias)
@@ -87,6 +104,14 @@ class MultiHeadSelfAttention(nn.Module):
         self.out = nn.Linear(hidden_dim, input_dim, bias=bias)
 
     def forward(self, x, mask=None, fully_masked="raise"):
+        if x.ndim != 3:
+            raise ValueError(f"x must be (B, N, D), got shape {tuple(x.shape)}")
+        if mask is not None:
+            if mask.dtype != torch.bool:
+                raise TypeError("mask must be boolean (True = may attend),\n"
+                                f"got {mask.dtype}")
+            n = x.shape[1]
+            mask = ref.mask_for_heads(mask, x.shape[:1], self.n_heads, n, n)
         q = split_heads(self.query(x), self.n_heads)  # (B, NH, N, HS)
         k = split_heads(self.key(x), self.n_heads)    # (B, NH, N, HS)
         v = split_heads(self.value(x), self.n_heads)  # (B, NH, N, HS)
@@ -103,7 +128,8 @@ def load_linear(linear, w):
     """
     w = torch.as_tensor(np.asarray(w), dtype=linear.weight.dtype)
     if tuple(w.T.shape) != tuple(linear.weight.shape):
-        raise ValueError(f"weight {tuple(w.shape)} (in, out) does not fit nn.Linear with weight "
+        raise ValueError(f"weight {tuple(w.shape)} (in, out) does not fit\n"
+                         "nn.Linear with weight "
                          f"{tuple(linear.weight.shape)} (out, in)")
     linear.weight.copy_(w.T)
     return linear

@@ -1,0 +1,602 @@
+"""Every checker rejects the wrong answers a learner plausibly writes, names the mistake
+where it is recognisable, accepts the right answer in both return forms, and never
+crashes on a strange answer. Every printed line fits in 79 columns.
+
+The wrong answers below are written the way a learner would write them, independently
+of the checkers' own list of known mistakes (``attnbook.check.Mistake``)."""
+
+import numpy as np
+import pytest
+
+from attnbook import check
+from attnbook import reference as ref
+
+H = check  # the hint texts live in attnbook.check
+
+
+def flat(text):
+    return " ".join(text.split())
+
+
+def run(checker, fn, capsys):
+    verdict = checker(fn)
+    out = capsys.readouterr().out
+    for line in out.splitlines():
+        assert len(line) <= 79, f"line of {len(line)} characters: {line!r}"
+    return verdict, out
+
+
+def assert_rejected(checker, fn, hint, capsys):
+    verdict, out = run(checker, fn, capsys)
+    assert not verdict, out
+    assert "FAILED" in out, out
+    if hint is None:
+        assert "hint:" not in out, out
+    else:
+        assert "hint:" in out and flat(hint) in flat(out), out
+    return out
+
+
+# --- helpers a learner would write ---------------------------------------------
+
+def sm(s, axis=-1):
+    e = np.exp(s - s.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def sm_naive(s, axis=-1):
+    e = np.exp(s)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def sm_global(s, axis=-1):
+    e = np.exp(s - s.max())
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def sm_no_keepdims(s):
+    e = np.exp(s - s.max(axis=-1))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# --- check_softmax -----------------------------------------------------------------
+
+SOFTMAX_WRONG = {
+    "no maximum subtracted": (sm_naive, H.HINT_NAIVE),
+    "one maximum for the whole array": (sm_global, H.HINT_GLOBAL),
+    "axis 0": (lambda x: sm(x, axis=0), H.HINT_AXIS),
+    "axis 1 (right for 2-D only)": (lambda x: sm(x, axis=1) if x.ndim > 1 else sm(x), H.HINT_AXIS),
+    "max without keepdims": (sm_no_keepdims, H.HINT_KEEPDIMS),
+    "sum without keepdims": (lambda x: np.exp(x - x.max(-1, keepdims=True))
+                             / np.exp(x - x.max(-1, keepdims=True)).sum(-1), H.HINT_KEEPDIMS),
+    "sum of the whole array": (lambda x: np.exp(x - x.max(-1, keepdims=True))
+                               / np.exp(x - x.max(-1, keepdims=True)).sum(), H.HINT_SUM_ALL),
+    "-inf replaced by 0": (lambda x: sm(np.nan_to_num(x, neginf=0.0)), None),
+}
+
+
+@pytest.mark.parametrize("name", SOFTMAX_WRONG)
+def test_softmax_rejects(name, capsys):
+    fn, hint = SOFTMAX_WRONG[name]
+    assert_rejected(check.check_softmax, fn, hint, capsys)
+
+
+# --- check_scores ------------------------------------------------------------------
+
+SCORES_WRONG = {
+    "no scale": (lambda q, k: q @ k.T, H.HINT_NO_SCALE),
+    "divided by dk": (lambda q, k: q @ k.T / k.shape[-1], H.HINT_DK),
+    "times sqrt(dk)": (lambda q, k: q @ k.T * np.sqrt(k.shape[-1]), H.HINT_TIMES),
+    "sqrt(Nk)": (lambda q, k: q @ k.T / np.sqrt(k.shape[0]), H.HINT_TOKENS),
+    "sqrt(Nq)": (lambda q, k: q @ k.T / np.sqrt(q.shape[0]), H.HINT_TOKENS),
+    "K @ Q.T": (lambda q, k: k @ q.T / np.sqrt(k.shape[-1]), H.HINT_TRANSPOSED),
+}
+
+
+@pytest.mark.parametrize("name", SCORES_WRONG)
+def test_scores_rejects(name, capsys):
+    fn, hint = SCORES_WRONG[name]
+    assert_rejected(check.check_scores, fn, hint, capsys)
+
+
+# --- check_attention -------------------------------------------------------------------
+
+def attention(Q, K, V, scale=None, softmax=sm, transpose=False):
+    S = (K @ Q.T) if transpose else Q @ K.T
+    S = S / (np.sqrt(K.shape[-1]) if scale is None else scale(Q, K, V))
+    W = softmax(S)
+    return W @ V, W
+
+
+ATTENTION_WRONG = {
+    "no scale": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: 1)[0], H.HINT_NO_SCALE),
+    "divided by dk": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: k.shape[1])[0], H.HINT_DK),
+    "times sqrt(dk)": (lambda Q, K, V: attention(
+        Q, K, V, lambda q, k, v: 1 / np.sqrt(k.shape[1]))[0], H.HINT_TIMES),
+    "sqrt(dv)": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: np.sqrt(v.shape[1]))[0],
+                 H.HINT_DV),
+    "sqrt(Nk)": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: np.sqrt(len(k)))[0],
+                 H.HINT_TOKENS),
+    "softmax over axis 0": (lambda Q, K, V: attention(
+        Q, K, V, softmax=lambda s: sm(s, axis=0))[0], H.HINT_AXIS),
+    "naive softmax": (lambda Q, K, V: attention(Q, K, V, softmax=sm_naive)[0], H.HINT_NAIVE),
+    "global maximum": (lambda Q, K, V: attention(Q, K, V, softmax=sm_global)[0], H.HINT_GLOBAL),
+    "max without keepdims": (lambda Q, K, V: attention(Q, K, V, softmax=sm_no_keepdims)[0],
+                             H.HINT_KEEPDIMS),
+    "K @ Q.T": (lambda Q, K, V: attention(Q, K, V, transpose=True)[0], H.HINT_TRANSPOSED),
+    "returns the weights": (lambda Q, K, V: attention(Q, K, V)[1], H.HINT_WEIGHTS),
+    "returns (weights, output)": (lambda Q, K, V: attention(Q, K, V)[::-1], H.HINT_WEIGHTS),
+    "right output, weights before the softmax": (
+        lambda Q, K, V: (attention(Q, K, V)[0], Q @ K.T / np.sqrt(K.shape[1])), None),
+    "weights @ V without the softmax": (lambda Q, K, V: (Q @ K.T / np.sqrt(K.shape[1])) @ V, None),
+}
+
+
+@pytest.mark.parametrize("name", ATTENTION_WRONG)
+def test_attention_rejects(name, capsys):
+    fn, hint = ATTENTION_WRONG[name]
+    assert_rejected(check.check_attention, fn, hint, capsys)
+
+
+def test_attention_labels_compute_the_largest_score(capsys):
+    first = check.attention_cases()[0]
+    q, k, _ = first.args
+    top = (q @ k.T / np.sqrt(k.shape[-1])).max()
+    assert f"{top:.2f}" in first.label and f"{top:.2f}" == "504.87"
+    assert "290" not in " ".join(c.label for c in check.attention_cases())
+    # the overflow case really overflows a naive exp, the offsets case really underflows a global one
+    with np.errstate(all="ignore"):
+        for case in check.attention_cases()[4:]:
+            q, k, v = case.args
+            s = q @ k.T / np.sqrt(k.shape[-1])
+            assert np.isnan(sm_naive(s)).any() or np.isnan(sm_global(s)).any()
+
+
+# --- check_soft_lookup -------------------------------------------------------------------
+
+def lookup(query, keys, values, softmax=sm, scale=1.0):
+    return softmax(keys @ query / scale) @ values
+
+
+SOFT_LOOKUP_WRONG = {
+    "naive softmax": (lambda q, k, v: lookup(q, k, v, sm_naive), H.HINT_NAIVE),
+    "scaled by sqrt(d)": (lambda q, k, v: lookup(q, k, v, scale=np.sqrt(len(q))), "no scale"),
+    "argmax one-hot": (lambda q, k, v: np.eye(len(k))[np.argmax(k @ q)] @ v, "a hard lookup"),
+    "value of the best key": (lambda q, k, v: v[np.argmax(k @ q)], "the single best key"),
+    "not normalised": (lambda q, k, v: np.exp(k @ q - (k @ q).max()) @ v, "without dividing"),
+    "ignores the query": (lambda q, k, v: v.mean(axis=0), "the query is ignored"),
+    "returns the weights": (lambda q, k, v: sm(k @ q), "this is the weights"),
+}
+
+
+@pytest.mark.parametrize("name", SOFT_LOOKUP_WRONG)
+def test_soft_lookup_rejects(name, capsys):
+    fn, hint = SOFT_LOOKUP_WRONG[name]
+    assert_rejected(check.check_soft_lookup, fn, hint, capsys)
+
+
+# --- check_temperature_softmax --------------------------------------------------------------
+
+def softmax_t(x, t, *, zero_max="row", times=False, softmax=sm, ties="split", axis=-1):
+    x = np.asarray(x, dtype=float)
+    if t == 0:
+        m = x.max() if zero_max == "global" else x.max(axis=axis, keepdims=True)
+        hot = (x == m).astype(float)
+        if ties == "first":
+            return np.eye(x.shape[-1])[np.argmax(x, axis=-1)]
+        if ties == "none":
+            return hot
+        return hot / hot.sum(axis=axis, keepdims=True)
+    return softmax(x * t if times else x / t)
+
+
+TEMPERATURE_WRONG = {
+    "x * t": (lambda x, t: softmax_t(x, t, times=True), "x * t instead of x / t"),
+    "naive": (lambda x, t: softmax_t(x, t, softmax=sm_naive), H.HINT_NAIVE),
+    "global maximum, t > 0": (lambda x, t: softmax_t(x, t, softmax=sm_global), H.HINT_GLOBAL),
+    "global maximum in the t = 0 branch": (lambda x, t: softmax_t(x, t, zero_max="global"),
+                                           "(in the t = 0 branch)"),
+    "wrong axis": (lambda x, t: softmax_t(x, t, softmax=lambda s: sm(s, axis=0), axis=0),
+                   H.HINT_AXIS),
+    "argmax at t = 0 (ties not split)": (lambda x, t: softmax_t(x, t, ties="first"),
+                                         "argmax picks only the first maximum"),
+    "one-hot not normalised": (lambda x, t: softmax_t(x, t, ties="none"),
+                               "divided by the number of maxima"),
+    "t = 0 divides by zero": (lambda x, t: sm(np.asarray(x, float) / t), None),
+    "t = 0 returns uniform weights": (lambda x, t: sm(x / t) if t else np.full(
+        np.shape(x), 1 / np.shape(x)[-1]), None),
+}
+
+
+@pytest.mark.parametrize("name", TEMPERATURE_WRONG)
+def test_temperature_softmax_rejects(name, capsys):
+    fn, hint = TEMPERATURE_WRONG[name]
+    assert_rejected(check.check_temperature_softmax, fn, hint, capsys)
+
+
+# --- check_self_attention_batched ---------------------------------------------------------
+
+def self_attention(x, W_q, W_k, W_v, *, scale=None, softmax=sm, swap=False):
+    q, k, v = x @ W_q, x @ W_k, x @ W_v
+    s = (k @ q.swapaxes(-2, -1)) if swap else q @ k.swapaxes(-2, -1)
+    s = s / (np.sqrt(k.shape[-1]) if scale is None else scale(x, q, k, v))
+    w = softmax(s)
+    return w @ v, w
+
+
+def mixed_batch(x, W_q, W_k, W_v):
+    flat_x = x.reshape(-1, x.shape[-1])
+    out, _ = self_attention(flat_x, W_q, W_k, W_v)
+    return out.reshape(*x.shape[:-1], -1)
+
+
+SELF_WRONG = {
+    "no scale": (lambda *a: self_attention(*a, scale=lambda x, q, k, v: 1.0)[0], H.HINT_NO_SCALE),
+    "divided by dk": (lambda *a: self_attention(*a, scale=lambda x, q, k, v: k.shape[-1])[0],
+                      H.HINT_DK),
+    "sqrt(k.shape[1]) = sqrt(N) for a batch": (
+        lambda *a: self_attention(*a, scale=lambda x, q, k, v: np.sqrt(k.shape[1]))[0],
+        H.HINT_TOKENS),
+    "sqrt(D), the width of x": (
+        lambda *a: self_attention(*a, scale=lambda x, q, k, v: np.sqrt(x.shape[-1]))[0],
+        H.HINT_WIDTH_D),
+    "sqrt(dv)": (lambda *a: self_attention(*a, scale=lambda x, q, k, v: np.sqrt(v.shape[-1]))[0],
+                 H.HINT_DV),
+    "softmax over axis -2": (lambda *a: self_attention(*a, softmax=lambda s: sm(s, -2))[0],
+                             H.HINT_AXIS),
+    "naive softmax": (lambda *a: self_attention(*a, softmax=sm_naive)[0], H.HINT_NAIVE),
+    "global maximum": (lambda *a: self_attention(*a, softmax=sm_global)[0], H.HINT_GLOBAL),
+    "W_q and W_k swapped": (lambda x, wq, wk, wv: self_attention(x, wk, wq, wv)[0],
+                            H.HINT_TRANSPOSED),
+    "the batch flattened into one sequence": (mixed_batch, H.HINT_MIX_BATCH),
+    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv), None),
+    "returns the weights": (lambda *a: self_attention(*a)[1], H.HINT_WEIGHTS),
+}
+
+
+@pytest.mark.parametrize("name", SELF_WRONG)
+def test_self_attention_batched_rejects(name, capsys):
+    fn, hint = SELF_WRONG[name]
+    assert_rejected(check.check_self_attention_batched, fn, hint, capsys)
+
+
+# --- check_causal_mask --------------------------------------------------------------------------
+
+CAUSAL_WRONG = {
+    "inverted: triu(k=1)": (lambda n: np.triu(np.ones((n, n), dtype=bool), k=1), H.HINT_POLARITY),
+    "inverted: ~tril": (lambda n: ~np.tril(np.ones((n, n), dtype=bool)), H.HINT_POLARITY),
+    "tril(k=-1)": (lambda n: np.tril(np.ones((n, n), dtype=bool), k=-1), "k=-1 hides the diagonal"),
+    "tril(k=1)": (lambda n: np.tril(np.ones((n, n), dtype=bool), k=1), "one step into the"),
+    "triu (transposed)": (lambda n: np.triu(np.ones((n, n), dtype=bool)), "the upper triangle"),
+    "all True": (lambda n: np.ones((n, n), dtype=bool), "nothing is hidden"),
+    "0/1 floats": (lambda n: np.tril(np.ones((n, n))), None),
+    "additive 0/-inf": (lambda n: np.where(np.tril(np.ones((n, n))) == 1, 0.0, -np.inf), None),
+    "extra axis (1, n, n)": (lambda n: np.tril(np.ones((1, n, n), dtype=bool)), None),
+}
+
+
+@pytest.mark.parametrize("name", CAUSAL_WRONG)
+def test_causal_mask_rejects(name, capsys):
+    fn, hint = CAUSAL_WRONG[name]
+    out = assert_rejected(check.check_causal_mask, fn, hint, capsys)
+    if name == "additive 0/-inf":
+        assert "additive 0/-inf mask" in flat(out) and "mask == 0" in out
+    if name == "0/1 floats":
+        assert ".astype(bool)" in out
+
+
+# --- check_padding_mask ---------------------------------------------------------------------
+
+def real(lengths, n):
+    return np.arange(n) < np.asarray(lengths)[:, None]  # (B, n)
+
+
+PADDING_WRONG = {
+    "rows hidden (B, n, 1)": (lambda lengths, n: real(lengths, n)[:, :, None], "hides query rows"),
+    "no query axis (B, n)": (lambda lengths, n: real(lengths, n), "has no query axis"),
+    "multi-head form (B, 1, 1, n)": (lambda lengths, n: real(lengths, n)[:, None, None],
+                                     "the form for multi-head scores"),
+    "inverted": (lambda lengths, n: (np.arange(n) >= np.asarray(lengths)[:, None])[:, None],
+                 H.HINT_POLARITY),
+    "<= (one too many)": (lambda lengths, n: (np.arange(n) <= np.asarray(lengths)[:, None])[:, None],
+                          "use <, not <="),
+    "< lengths - 1": (lambda lengths, n: (np.arange(n) < np.asarray(lengths)[:, None] - 1)[:, None],
+                      "the last real key"),
+    "ints": (lambda lengths, n: real(lengths, n)[:, None].astype(int), None),
+}
+
+
+@pytest.mark.parametrize("name", PADDING_WRONG)
+def test_padding_mask_rejects(name, capsys):
+    fn, hint = PADDING_WRONG[name]
+    assert_rejected(check.check_padding_mask, fn, hint, capsys)
+
+
+# --- check_cross_attention ---------------------------------------------------------------------
+
+def cross(xq, xv, W_q, W_k, W_v, *, scale=None, softmax=sm, q_from=None, k_from=None, v_from=None):
+    q = (xq if q_from is None else q_from(xq, xv)) @ W_q
+    k = (xv if k_from is None else k_from(xq, xv)) @ W_k
+    v = (xv if v_from is None else v_from(xq, xv)) @ W_v
+    s = q @ k.swapaxes(-2, -1) / (np.sqrt(k.shape[-1]) if scale is None else scale(xq, q, k, v))
+    w = softmax(s)
+    return w @ v, w
+
+
+CROSS_WRONG = {
+    "no scale": (lambda *a: cross(*a, scale=lambda x, q, k, v: 1.0)[0], H.HINT_NO_SCALE),
+    "sqrt(dv)": (lambda *a: cross(*a, scale=lambda x, q, k, v: np.sqrt(v.shape[-1]))[0], H.HINT_DV),
+    "sqrt(D)": (lambda *a: cross(*a, scale=lambda x, q, k, v: np.sqrt(x.shape[-1]))[0],
+                H.HINT_WIDTH_D),
+    "sqrt(Nk) via k.shape[1]": (lambda *a: cross(
+        *a, scale=lambda x, q, k, v: np.sqrt(k.shape[1]))[0], H.HINT_TOKENS),
+    "softmax over axis -2": (lambda *a: cross(*a, softmax=lambda s: sm(s, -2))[0], H.HINT_AXIS),
+    "keys from xq": (lambda *a: cross(*a, k_from=lambda xq, xv: xq)[0], "the keys come from xq"),
+    "values from xq": (lambda *a: cross(*a, v_from=lambda xq, xv: xq)[0], "the values come from xq"),
+    "self-attention of xq": (lambda xq, xv, *w: cross(xq, xq, *w)[0], "self-attention of xq"),
+    "roles swapped": (lambda xq, xv, *w: cross(xv, xq, *w)[0], "the roles are swapped"),
+    "W_q and W_k swapped": (lambda xq, xv, wq, wk, wv: cross(xq, xv, wk, wq, wv)[0],
+                            H.HINT_TRANSPOSED),
+    "returns the weights": (lambda *a: cross(*a)[1], H.HINT_WEIGHTS),
+}
+
+
+@pytest.mark.parametrize("name", CROSS_WRONG)
+def test_cross_attention_rejects(name, capsys):
+    fn, hint = CROSS_WRONG[name]
+    assert_rejected(check.check_cross_attention, fn, hint, capsys)
+
+
+# --- check_multihead_list ----------------------------------------------------------------------
+
+def head(x, W_q, W_k, W_v, mask=None, scale=None, axis=-1):
+    q, k, v = x @ W_q, x @ W_k, x @ W_v
+    s = q @ k.swapaxes(-2, -1) / (np.sqrt(k.shape[-1]) if scale is None else scale)
+    if mask is not None:
+        s = np.where(mask, s, -np.inf)
+    w = sm(s, axis)
+    return w @ v, w
+
+
+def mh(x, W_qs, W_ks, W_vs, W_o, mask=None, *, hs=None, scale=None, axis=-1, combine="concat",
+       invert=False, same=False):
+    NH, D = len(W_qs), x.shape[-1]
+    HS = W_qs[0].shape[1] if hs is None else hs(D, NH)
+    outs = []
+    for h in range(NH):
+        g = 0 if same else h
+        m = None if mask is None else (~mask if invert else mask)
+        sc = None if scale is None else scale(D, NH, HS)
+        outs.append(head(x, W_qs[g], W_ks[g], W_vs[g], m, sc, axis)[0])
+    if combine == "sum":
+        return sum(o @ W_o[h * HS:(h + 1) * HS] for h, o in enumerate(outs))
+    if combine == "average":
+        return sum(o @ W_o[:HS] for o in outs) / NH
+    if combine == "no_wo":
+        return np.concatenate(outs, axis=-1)
+    if combine == "tokens":
+        return np.concatenate(outs, axis=1) @ W_o
+    return np.concatenate(outs, axis=-1) @ W_o
+
+
+MULTIHEAD_WRONG = {
+    "HS = D // NH when slicing W_o": (lambda *a, **k: mh(*a, **k, combine="sum",
+                                                         hs=lambda D, NH: D // NH),
+                                      "HS is computed as D // NH"),
+    "sqrt(D // NH) as the scale": (lambda *a, **k: mh(*a, **k, scale=lambda D, NH, HS: np.sqrt(
+        D // NH)), "HS is computed as D // NH"),
+    "sqrt(D) as the scale": (lambda *a, **k: mh(*a, **k, scale=lambda D, NH, HS: np.sqrt(D)),
+                             H.HINT_WIDTH_D),
+    "no scale": (lambda *a, **k: mh(*a, **k, scale=lambda D, NH, HS: 1.0), H.HINT_NO_SCALE),
+    "mask ignored": (lambda x, W_qs, W_ks, W_vs, W_o, mask=None: mh(x, W_qs, W_ks, W_vs, W_o),
+                     "the mask is ignored"),
+    "mask inverted": (lambda *a, **k: mh(*a, **k, invert=True), H.HINT_POLARITY),
+    "softmax over axis -2": (lambda *a, **k: mh(*a, **k, axis=-2), H.HINT_AXIS),
+    "heads averaged": (lambda *a, **k: mh(*a, **k, combine="average"), "the heads are averaged"),
+    "no W_o": (lambda *a, **k: mh(*a, **k, combine="no_wo"), "W_o is not applied"),
+    "the first head's matrices for every head": (lambda *a, **k: mh(*a, **k, same=True),
+                                                 "every head uses the first head's"),
+    "concatenated along the tokens": (lambda *a, **k: mh(*a, **k, combine="tokens"), None),
+}
+
+
+@pytest.mark.parametrize("name", MULTIHEAD_WRONG)
+def test_multihead_list_rejects(name, capsys):
+    fn, hint = MULTIHEAD_WRONG[name]
+    assert_rejected(check.check_multihead_list, fn, hint, capsys)
+
+
+def test_multihead_list_has_a_case_where_d_over_nh_is_not_hs():
+    for case in check.multihead_list_cases():
+        x, W_qs = case.args[0], case.args[1]
+        if W_qs[0].shape[1] != x.shape[-1] // len(W_qs):
+            break
+    else:
+        pytest.fail("no case tells HS from D // NH")
+
+
+# --- check_split_heads / check_merge_heads -----------------------------------------------------
+
+SPLIT_WRONG = {
+    "no transpose": (lambda x, nh: x.reshape(x.shape[0], nh, x.shape[1], -1), "without the transpose"),
+    "no swap": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1), "still need to be swapped"),
+    "interleaved columns": (lambda x, nh: x.reshape(*x.shape[:2], -1, nh).transpose(0, 3, 1, 2),
+                            "head h got the columns h, h + NH"),
+    "heads on the last axis": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).transpose(0, 1, 3, 2),
+                               None),
+}
+
+
+@pytest.mark.parametrize("name", SPLIT_WRONG)
+def test_split_heads_rejects(name, capsys):
+    fn, hint = SPLIT_WRONG[name]
+    assert_rejected(check.check_split_heads, fn, hint, capsys)
+
+
+MERGE_WRONG = {
+    "no transpose": (lambda h: h.reshape(h.shape[0], h.shape[2], -1), "without the transpose"),
+    "interleaved": (lambda h: h.transpose(0, 2, 3, 1).reshape(h.shape[0], h.shape[2], -1),
+                    "columns are interleaved"),
+    "only the first head": (lambda h: h[:, 0], None),
+}
+
+
+@pytest.mark.parametrize("name", MERGE_WRONG)
+def test_merge_heads_rejects(name, capsys):
+    fn, hint = MERGE_WRONG[name]
+    assert_rejected(check.check_merge_heads, fn, hint, capsys)
+
+
+# --- the right answers pass, in both return forms -----------------------------------------------
+
+def right_attention(Q, K, V):
+    return attention(Q, K, V)
+
+
+def right_self(x, W_q, W_k, W_v):
+    return self_attention(x, W_q, W_k, W_v)
+
+
+def right_cross(xq, xv, W_q, W_k, W_v):
+    return cross(xq, xv, W_q, W_k, W_v)
+
+
+def right_mh(x, W_qs, W_ks, W_vs, W_o, mask=None):
+    outs, ws = zip(*(head(x, q, k, v, mask) for q, k, v in zip(W_qs, W_ks, W_vs)))
+    return np.concatenate(outs, axis=-1) @ W_o, np.stack(ws, axis=-3)
+
+
+def right_lookup(query, keys, values):
+    w = sm(keys @ query)
+    return w @ values, w
+
+
+def right_softmax_t(x, t):
+    return softmax_t(x, t)
+
+
+RIGHT = {  # checker -> a right answer returning (output, weights) or the output
+    "check_softmax": lambda x: sm(x),
+    "check_scores": lambda q, k: q @ k.T / np.sqrt(k.shape[-1]),
+    "check_attention": right_attention,
+    "check_soft_lookup": right_lookup,
+    "check_temperature_softmax": right_softmax_t,
+    "check_self_attention_batched": right_self,
+    "check_causal_mask": lambda n: np.tril(np.ones((n, n), dtype=bool)),
+    "check_padding_mask": lambda lengths, n: real(lengths, n)[:, None, :],
+    "check_cross_attention": right_cross,
+    "check_multihead_list": right_mh,
+    "check_split_heads": ref.split_heads,
+    "check_merge_heads": ref.merge_heads,
+}
+
+
+def _forms(fn):
+    """The right answer as output alone, as a tuple (output, weights), and as a list."""
+    def output(*a, **k):
+        r = fn(*a, **k)
+        return r[0] if isinstance(r, tuple) else r
+
+    def pair(*a, **k):
+        r = fn(*a, **k)
+        return r if isinstance(r, tuple) else (r, None)
+
+    def as_list(*a, **k):
+        return list(pair(*a, **k))
+
+    return {"output": output, "tuple": pair, "list": as_list}
+
+
+@pytest.mark.parametrize("checker", RIGHT)
+@pytest.mark.parametrize("form", ["output", "tuple", "list"])
+def test_right_answer_passes_in_every_return_form(checker, form, capsys):
+    verdict, out = run(getattr(check, checker), _forms(RIGHT[checker])[form], capsys)
+    assert verdict, out
+    assert "all" in out and "cases passed" in out
+
+
+@pytest.mark.parametrize("checker, fn", [
+    ("check_attention", lambda Q, K, V: (attention(Q, K, V)[0], attention(Q, K, V)[1].T)),
+    ("check_self_attention_batched", lambda *a: (self_attention(*a)[0], self_attention(*a)[1] * 2)),
+    ("check_cross_attention", lambda *a: (cross(*a)[0], cross(*a)[1][..., ::-1])),
+    ("check_multihead_list", lambda *a, **k: (right_mh(*a, **k)[0], right_mh(*a, **k)[1][:, :1])),
+    ("check_soft_lookup", lambda q, k, v: (right_lookup(q, k, v)[0], k @ q)),
+])
+def test_wrong_weights_are_caught_in_the_second_element(checker, fn, capsys):
+    verdict, out = run(getattr(check, checker), fn, capsys)
+    assert not verdict
+    assert "the weights (second element)" in out
+
+
+# --- no checker crashes on a strange answer ----------------------------------------------------
+
+STRANGE = {
+    "None": lambda *a, **k: None,
+    "a dict": lambda *a, **k: {"output": 1},
+    "a string": lambda *a, **k: "softmax",
+    "a mixed-shape tuple of 3": lambda *a, **k: (np.ones(3), np.ones((2, 2)), 1),
+    "a mixed-shape list of 2": lambda *a, **k: [np.ones(3), np.ones((2, 2))],
+    "a list of 2 strings": lambda *a, **k: ["a", "b"],
+    "complex numbers": lambda *a, **k: np.ones(3) * 1j,
+    "an object array": lambda *a, **k: np.array([object(), 1], dtype=object),
+    "a scalar": lambda *a, **k: 0.5,
+    "ints": lambda *a, **k: np.ones((3, 3), dtype=int),
+    "bools": lambda *a, **k: np.ones((3, 3), dtype=bool),
+    "a generator": lambda *a, **k: (i for i in range(3)),
+    "an empty array": lambda *a, **k: np.zeros((0,)),
+    "all nan": lambda *a, **k: np.full((3, 2), np.nan),
+    "inf": lambda *a, **k: np.full((3, 2), np.inf),
+    "raises KeyError": lambda *a, **k: {}["x"],
+}
+
+
+@pytest.mark.parametrize("checker", RIGHT)
+@pytest.mark.parametrize("answer", STRANGE)
+def test_no_checker_crashes(checker, answer, capsys):
+    verdict, out = run(getattr(check, checker), STRANGE[answer], capsys)
+    assert not verdict and "FAILED" in out
+    if answer == "None":
+        assert "is None (is a return statement missing?)" in out
+    if answer in ("a dict", "a string", "a generator", "an object array"):
+        assert "not an array of numbers" in out
+    if answer == "complex numbers":
+        assert "complex" in out
+
+
+def test_a_list_of_rows_is_an_output_not_a_pair(capsys):
+    # a two-row output returned as a Python list of rows is the output itself
+    verdict, out = run(check.check_softmax, lambda x: [list(r) for r in sm(x)] if np.ndim(x) == 2
+                       and len(x) == 2 else sm(x), capsys)
+    assert verdict, out
+
+
+def test_run_cases_reports_a_learner_exception_with_a_hint_when_a_mistake_raises_the_same(capsys):
+    def d_over_nh(x, W_qs, W_ks, W_vs, W_o, mask=None):
+        return mh(x, W_qs, W_ks, W_vs, W_o, mask, combine="sum", hs=lambda D, NH: D // NH)
+
+    verdict, out = run(check.check_multihead_list, d_over_nh, capsys)
+    assert not verdict and "HS is computed as D // NH" in flat(out)
+
+
+# --- every known mistake in attnbook.check is itself rejected, with its own hint -----------
+
+MISTAKE_LISTS = {
+    "check_softmax": check._softmax_mistakes,
+    "check_scores": check._scores_mistakes,
+    "check_attention": check._attention_mistakes,
+    "check_soft_lookup": check._soft_lookup_mistakes,
+    "check_temperature_softmax": check._temperature_mistakes,
+    "check_self_attention_batched": check._self_mistakes,
+    "check_causal_mask": check._causal_mistakes,
+    "check_padding_mask": check._padding_mistakes,
+    "check_cross_attention": check._cross_mistakes,
+    "check_multihead_list": check._multihead_mistakes,
+}
+
+
+@pytest.mark.parametrize("checker", MISTAKE_LISTS)
+def test_every_known_mistake_is_rejected_with_its_hint(checker, capsys):
+    for mistake in MISTAKE_LISTS[checker]():
+        verdict, out = run(getattr(check, checker), mistake.fn, capsys)
+        assert not verdict, mistake.hint
+        assert flat(mistake.hint) in flat(out), (mistake.hint, out)
