@@ -117,6 +117,9 @@ def _as_number_array(value):
 
 def _fmt(value, linewidth: int = WIDTH - 4) -> str:
     arr = _as_number_array(value)
+    if arr is not None and arr.dtype == bool:  # masks: 1/0 fit, True/False wrap
+        with np.printoptions(threshold=40, edgeitems=2, linewidth=linewidth):
+            return f"shape {arr.shape}, bool (1 = True)\n{arr.astype(int)}"
     if arr is not None:
         with np.printoptions(precision=4, suppress=True, threshold=40, edgeitems=2,
                              linewidth=linewidth):

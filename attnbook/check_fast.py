@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from . import reference as ref
-from .check import Case, Verdict, _compare, _side_by_side
+from .check import Case, Verdict, _compare, _show
 
 __all__ = ["merge_states_cases", "merge_state_mistakes", "check_merge_states"]
 
@@ -164,7 +164,7 @@ def check_merge_states(fn: Callable) -> Verdict:
                 _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
                 _say(f"    {part_name}: {reason}")
                 _hint(parts, case)
-                print(_side_by_side(want, have))
+                _show(want, have)
                 return Verdict(False, name)
     print(f"{name}: all {len(cases)} cases passed.")
     return Verdict(True, name)

@@ -140,8 +140,8 @@ def test_sliding_window_mask_checker_names_the_mistake(capsys, bad, hint):
     (lambda n_q, n_k, w: ref.sliding_window_mask(n_q, n_k, w).astype(float), "boolean"),
     (lambda n_q, n_k, w: ref.sliding_window_mask(n_q, n_k, w).T, "FAILED"),
     (lambda n_q, n_k, w: ref.sliding_window_mask(n_k, n_q, w), "wrong shape"),
-    (lambda n_q, n_k, w: None, "boolean"),
-    (lambda n_q, n_k, w: [[True]], "boolean"),
+    (lambda n_q, n_k, w: None, "None"),
+    (lambda n_q, n_k, w: [[True]], "wrong shape"),
     (lambda n_q, n_k, w: 1 / 0, "ZeroDivisionError"),
 ])
 def test_sliding_window_mask_checker_survives_odd_answers(capsys, bad, report):
