@@ -72,6 +72,8 @@ def merge_state_mistakes(a, b):
     right_l, right_o = al * l_a + be * l_b, al[..., None] * o_a + be[..., None] * o_b
     flip_al, flip_be = np.exp(s - m_a), np.exp(s - m_b)
     keep_a = np.exp(m_b - _safe(m_a))
+    g = np.max(m)                         # one maximum over every row
+    g_al, g_be = np.exp(m_a - _safe(g)), np.exp(m_b - _safe(g))
     return [
         ("nothing is rescaled: l_a + l_b adds sums taken against different maxima; "
          "multiply each side by exp(m_side - m) first",
@@ -92,6 +94,14 @@ def merge_state_mistakes(a, b):
          (m_b, right_l, right_o)),
         ("the minimum was taken: m is the larger of the two maxima",
          (np.minimum(m_a, m_b), right_l, right_o)),
+        ("one maximum for all the rows: each query (row) has its own "
+         "maximum; take np.maximum(m_a, m_b), elementwise, not max(...)",
+         (g, g_al * l_a + g_be * l_b,
+          g_al[..., None] * o_a + g_be[..., None] * o_b)),
+        ("l and o are rescaled to one maximum for all the rows: each query "
+         "(row) has its own maximum, np.maximum(m_a, m_b), elementwise",
+         (m, g_al * l_a + g_be * l_b,
+          g_al[..., None] * o_a + g_be[..., None] * o_b)),
         ("o is divided by l already: keep o unnormalised until every block is merged "
          "(divide once, at the very end)",
          (m, right_l, right_o / right_l[..., None])),
@@ -152,6 +162,12 @@ def check_merge_states(fn: Callable) -> Verdict:
         except Exception as exc:  # the learner's bug, reported rather than raised
             _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
             _say(f"    your function raised {type(exc).__name__}: {exc}")
+            if "broadcast" in str(exc):
+                _say("    hint: m and l have shape (..., Nq) and o has shape "
+                     "(..., Nq, dv): give a factor a last axis before it "
+                     "multiplies o, alpha[..., None] (with [:, None] the new "
+                     "axis lands in the wrong place when there is a batch "
+                     "axis)")
             return Verdict(False, name)
         parts, problem = _as_state(got)
         if problem:
@@ -180,7 +196,7 @@ def attention_flops_reference(B, H, N, d, causal=False):
     return 4 * B * H * pairs * d
 
 
-_FLOP_CASES = [(1, 1, 4, 2, False), (3, 5, 5, 4, False), (1, 1, 4, 2, True),
+_FLOP_CASES = [(1, 1, 4, 3, False), (3, 5, 5, 4, False), (1, 1, 4, 3, True),
                (2, 8, 16, 8, True), (1, 2, 1, 3, True), (4, 16, 1024, 64, False)]
 
 
@@ -190,6 +206,15 @@ def attention_flops_mistakes(B, H, N, d, causal):
         ("half the answer: count both products (Q K^T and P V), and count a "
          "multiply-add as two operations: each product costs 2 B H N^2 d",
          2 * B * H * pairs * d),
+        ("a quarter of the answer: count both products (Q K^T and P V), "
+         "and a multiply-add as two operations (a multiply and an add)",
+         B * H * pairs * d),
+        ("twice the answer: each of the two products costs 2 B H N^2 d, "
+         "so 4 B H N^2 d in all",
+         8 * B * H * pairs * d),
+        ("the width d is missing: each (query, key) pair costs a dot "
+         "product of length d in Q K^T, and d multiply-adds in P V",
+         4 * B * H * pairs),
         ("the batch B is missing", 4 * H * pairs * d),
         ("the heads H are missing", 4 * B * pairs * d),
         ("with a causal mask, query i sees i + 1 keys: N(N+1)/2 pairs per "
@@ -215,8 +240,13 @@ def check_attention_flops(fn: Callable) -> Verdict:
         except Exception as exc:  # the learner's bug, reported rather than raised
             _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
             _say(f"    your function raised {type(exc).__name__}: {exc}")
+            if isinstance(exc, TypeError) and "causal" in str(exc):
+                _say("    hint: the checker calls flops(B, H, N, d, "
+                     "causal=...): name the last parameter causal")
             return Verdict(False, name)
         try:
+            if isinstance(got, (str, bytes)):
+                raise TypeError(type(got).__name__)
             value = float(got)
         except (TypeError, ValueError):
             _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
