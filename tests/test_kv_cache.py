@@ -258,7 +258,7 @@ def test_rolling_checker_names_the_mistake(capsys, bad, hint):
 
 
 @pytest.mark.parametrize("bad,report", [
-    (lambda q, k, v, w: None, "wrong shape"),
+    (lambda q, k, v, w: None, "is None"),
     (lambda q, k, v, w: "outputs", "not an array of numbers"),
     (lambda q, k, v, w: good_rolling(q, k, v, w).T, "wrong shape"),
     (lambda q, k, v, w: (1, 2, 3), "wrong shape"),
