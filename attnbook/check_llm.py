@@ -359,6 +359,13 @@ def check_sliding_window_mask(fn: Callable) -> Verdict:
                 ("your band also reaches into the future: keep only keys at "
                  "or before the query's position (the causal part).",
                  _band(n_q, n_k, -(w - 1), w - 1), None),
+                ("the query does not see its own key: the window ends AT the "
+                 "query's position p (keys p - window + 1 .. p, so key j <= "
+                 "p, not j < p).", _band(n_q, n_k, 1, w), None),
+                ("your band looks forward, at keys p .. p + window - 1 (is "
+                 "the mask transposed? rows are queries, columns keys): the "
+                 "window ends at the query's own position.",
+                 _band(n_q, n_k, -(w - 1), 0), None),
                 ("True and False are swapped: in this book True means "
                  "'may attend'.", ~ref.sliding_window_mask(n_q, n_k, w), None),
                 ("this is the plain causal mask: the window is missing.",
@@ -450,6 +457,11 @@ def check_rolling_attention(fn: Callable) -> Verdict:
                 return ref.scaled_dot_product_attention(
                     q, k, v, mask, fully_masked="zeros")[0]
 
+            def masked_unscaled(mask):
+                d_k = q.shape[-1]  # undo the 1/sqrt(d_k) of the answer key
+                return ref.scaled_dot_product_attention(
+                    q * np.sqrt(d_k), k, v, mask, fully_masked="zeros")[0]
+
             return [
                 ("the outputs equal full causal attention: the window is not "
                  "applied (does the buffer keep only `window` keys?).",
@@ -464,7 +476,12 @@ def check_rolling_attention(fn: Callable) -> Verdict:
                  "attend only to the slots written so far (their zero keys "
                  "still get weight in the softmax).",
                  _zero_slots_attention(q, k, v, w), None),
-            ]
+                ("the scores are not scaled: divide q . k by sqrt(d_k).",
+                 masked_unscaled(ref.sliding_window_mask(n, n, w)), None),
+            ] + ([] if w < 2 else [
+                ("each step attends to window - 1 keys: the buffer has "
+                 "`window` slots, the new key and the window - 1 before it.",
+                 masked(ref.sliding_window_mask(n, n, w - 1)), None)])
 
         _print_hint(fn, cases, wrong_forms, prepare=_pick_output)
     return verdict

@@ -5,6 +5,7 @@ Chapters import them from :mod:`attnbook.check`.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Callable
 
 import numpy as np
@@ -29,7 +30,8 @@ def _wrong_forms(q_nope, q_rope, c_kv, k_rope, w_uk):
         ("the RoPE part q_rope . k_rope is missing", nope / np.sqrt(dn + dr)),
         ("only the RoPE part: q_nope must meet the latent through W_uk",
          pos / np.sqrt(dn + dr)),
-        ("the scores are not scaled: divide by sqrt(d_nope + d_rope)", nope + pos),
+        ("the scores are not scaled: divide by sqrt(d_nope + d_rope)",
+         nope + pos),
         ("scaled by sqrt(d_nope) only: the key head size is "
          "d_nope + d_rope", (nope + pos) / np.sqrt(dn)),
         ("scaled by sqrt(r_kv + d_rope), the width of the latent: the "
@@ -37,6 +39,18 @@ def _wrong_forms(q_nope, q_rope, c_kv, k_rope, w_uk):
          (nope + pos) / np.sqrt(r + dr)),
         ("divided by d_nope + d_rope, not by its square root",
          (nope + pos) / (dn + dr)),
+        ("scaled by sqrt(d_rope) only: the key head size is "
+         "d_nope + d_rope", (nope + pos) / np.sqrt(dr)),
+        ("scaled by sqrt(r_kv), the width of the latent: the scale is that "
+         "of the full head, d_nope + d_rope", (nope + pos) / np.sqrt(r)),
+        ("each part scaled by its own width: one score, one scale, "
+         "sqrt(d_nope + d_rope), for the sum of both parts",
+         nope / np.sqrt(dn) + pos / np.sqrt(dr)),
+        ("only the latent part is scaled: divide the whole sum, "
+         "RoPE part included, by sqrt(d_nope + d_rope)",
+         nope / np.sqrt(dn + dr) + pos),
+        ("these are softmax weights: return the scores, before any softmax",
+         _softmax(_right(q_nope, q_rope, c_kv, k_rope, w_uk))),
     ]
     if w_uk.shape[-1] == w_uk.shape[-2]:
         q_bad = q_nope @ w_uk  # W_uk not transposed (possible when square)
@@ -44,6 +58,26 @@ def _wrong_forms(q_nope, q_rope, c_kv, k_rope, w_uk):
                     "q_nope @ W_uk.T",
                     (q_bad @ c_kv.T + pos) / np.sqrt(dn + dr)))
     return out
+
+
+def _softmax(s):
+    e = np.exp(s - s.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _head_axis_hint(fn):
+    """Add a hint to the error a 3-D ``w_uk.T`` raises in the heads case."""
+    def wrapped(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ValueError as exc:
+            if np.ndim(args[-1]) < 3 or "matmul" not in str(exc):
+                raise
+            raise ValueError(
+                f"{exc} (hint: with a head axis in front, w_uk.T reverses ALL "
+                f"the axes; np.swapaxes(w_uk, -1, -2) transposes the last "
+                f"two)") from None
+    return wrapped
 
 
 def absorbed_scores_cases() -> list[Case]:
@@ -78,7 +112,8 @@ def check_absorbed_scores(fn: Callable) -> Verdict:
             return result[0]
         return result
 
-    verdict = run_cases(fn, cases, "check_absorbed_scores", pick=first)
+    verdict = run_cases(_head_axis_hint(fn), cases, "check_absorbed_scores",
+                        pick=first)
     if not verdict:
         for case in cases:
             try:
@@ -90,7 +125,9 @@ def check_absorbed_scores(fn: Callable) -> Verdict:
                 continue
             for hint, wrong in _wrong_forms(*case.args):
                 if got.shape == wrong.shape and np.allclose(got, wrong):
-                    print(f"    hint: {hint}")
+                    print(textwrap.fill(hint, 79,
+                                        initial_indent="    hint: ",
+                                        subsequent_indent="          "))
                     break
             break
     return verdict

@@ -33,6 +33,22 @@ WRONG = {
                             / np.sqrt(c.shape[-1] + qr.shape[-1]), "width of the latent"),
     "no square root": (lambda qn, qr, c, kr, w: ((qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T)
                        / (qn.shape[-1] + qr.shape[-1]), "square root"),
+    "sqrt(d_rope)": (lambda qn, qr, c, kr, w: ((qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T)
+                     / np.sqrt(qr.shape[-1]), "sqrt(d_rope) only"),
+    "sqrt(r_kv)": (lambda qn, qr, c, kr, w: ((qn @ np.swapaxes(w, -1, -2)) @ c.T + qr @ kr.T)
+                   / np.sqrt(c.shape[-1]), "sqrt(r_kv), the width"),
+    "each part scaled by its own width": (
+        lambda qn, qr, c, kr, w: (qn @ np.swapaxes(w, -1, -2)) @ c.T / np.sqrt(qn.shape[-1])
+        + qr @ kr.T / np.sqrt(qr.shape[-1]), "its own width"),
+    "RoPE part not scaled": (
+        lambda qn, qr, c, kr, w: (qn @ np.swapaxes(w, -1, -2)) @ c.T / _scale((qn, qr)) + qr @ kr.T,
+        "only the latent part is scaled"),
+    "softmax weights, not scores": (
+        lambda *a: (lambda s: np.exp(s) / np.exp(s).sum(-1, keepdims=True))(right(*a)),
+        "softmax weights"),
+    "w_uk.T on a head axis (reverses all axes)": (
+        lambda qn, qr, c, kr, w: ((qn @ w.T) @ c.T + qr @ kr.T) / _scale((qn, qr)),
+        "np.swapaxes(w_uk, -1, -2)"),
     "W_uk not transposed": (lambda qn, qr, c, kr, w: ((qn @ w) @ c.T + qr @ kr.T) / _scale((qn, qr)),
                             "transposed"),
     "one head only (ignores the head axis)": (
@@ -51,7 +67,7 @@ def test_wrong_answers_are_rejected_and_named(name, capsys):
     out = capsys.readouterr().out
     assert "FAILED" in out
     if hint:
-        assert "hint:" in out and hint in out
+        assert "hint" in out and hint in " ".join(out.split())
 
 
 @pytest.mark.parametrize("bad", [None, "scores", 3.0, {"a": 1}, [np.ones(2), np.ones((3, 3))]])

@@ -129,6 +129,8 @@ def test_sliding_window_mask_checker_stub(capsys):
     (lambda n_q, n_k, w: band(n_q, n_k, -(w - 1), w - 1), "into the future"),
     (lambda n_q, n_k, w: ~ref.sliding_window_mask(n_q, n_k, w), "True and False are swapped"),
     (lambda n_q, n_k, w: ref.causal_mask(n_q, n_k), "the window is missing"),
+    (lambda n_q, n_k, w: band(n_q, n_k, 1, w), "does not see its own key"),
+    (lambda n_q, n_k, w: band(n_q, n_k, -(w - 1), 0), "looks forward"),
 ])
 def test_sliding_window_mask_checker_names_the_mistake(capsys, bad, hint):
     assert not check.check_sliding_window_mask(bad)
@@ -229,6 +231,14 @@ def window_plus_one(q, k, v, window):
     return good_rolling(q, k, v, window + 1)
 
 
+def unscaled(q, k, v, window):
+    return good_rolling(q * np.sqrt(q.shape[1]), k, v, window)
+
+
+def window_minus_one(q, k, v, window):
+    return good_rolling(q, k, v, max(window - 1, 1))
+
+
 def test_rolling_checker_passes_right_answers(capsys):
     assert check.check_rolling_attention(good_rolling)
     assert check.check_rolling_attention(list_buffer)
@@ -249,6 +259,8 @@ def test_rolling_checker_stub(capsys):
     (empty_slots_count, "the empty slots take part"),
     (no_window, "the window is not"),
     (window_plus_one, "window + 1 keys"),
+    (unscaled, "not scaled"),
+    (window_minus_one, "window - 1 keys"),
 ])
 def test_rolling_checker_names_the_mistake(capsys, bad, hint):
     assert not check.check_rolling_attention(bad)
