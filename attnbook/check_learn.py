@@ -76,11 +76,24 @@ def _wrong_backward_forms(q, k, v, d_out):
         ("the softmax step is skipped: dS = dA. The weights come out of a "
          "softmax, so dA must go through its Jacobian first.",
          lambda: through(d_a)),
+        ("the rowsum is missing its factor A: it is rowsum(dA * A), the "
+         "sum over the keys of dA[i, j] * A[i, j], one number per query; "
+         "rowsum(dA) alone is not the softmax's Jacobian.",
+         lambda: through(a * (d_a - d_a.sum(axis=-1, keepdims=True)))),
         ("dq and dk are missing the 1/sqrt(dk): the scores were divided by "
          "sqrt(dk), so their gradient carries the same factor.",
          lambda: through(ds, 1.0)),
         ("dq and dk are divided by dk instead of sqrt(dk).",
          lambda: through(ds, 1.0 / d)),
+        ("the scale uses dv, the width of v: it is 1/sqrt(dk), with dk = "
+         "q.shape[-1], the width of the queries and keys.",
+         lambda: _backward_with_scales(q, k, v, d_out,
+                                       1 / np.sqrt(v.shape[-1]),
+                                       1 / np.sqrt(v.shape[-1]))),
+        ("the forward pass inside your function leaves out the scale: the "
+         "weights are A = softmax(q k^T / sqrt(dk)), so dv = A^T dO needs "
+         "that A.",
+         lambda: _backward_with_scales(q, k, v, d_out, 1.0, c)),
         ("dk is computed without the transpose: dK = dS^T Q / sqrt(dk), "
          "(Nk, Nq) @ (Nq, dk). dS Q is only defined when Nq == Nk, and "
          "wrong then.",
@@ -107,6 +120,17 @@ def _wrong_backward_forms(q, k, v, d_out):
     return out
 
 
+def _backward_with_scales(q, k, v, d_out, forward_scale, backward_scale):
+    """The backward pass with a scale in the forward pass (inside the
+    softmax) and another in dq and dk: the right one has both 1/sqrt(dk)."""
+    a = ref.softmax(q @ np.swapaxes(k, -2, -1) * forward_scale)
+    d_a = d_out @ np.swapaxes(v, -2, -1)
+    ds = a * (d_a - (d_a * a).sum(axis=-1, keepdims=True))
+    return (ds @ k * backward_scale,
+            np.swapaxes(ds, -2, -1) @ q * backward_scale,
+            np.swapaxes(a, -2, -1) @ d_out)
+
+
 def _three_arrays(fn):
     """Call fn and insist on a tuple or list (dq, dk, dv)."""
     def call(*args, **kwargs):
@@ -127,6 +151,18 @@ def _as_array(x):
         return None
 
 
+def _close(a, b):
+    return (a is not None and np.shape(a) == np.shape(b)
+            and np.allclose(a, b, rtol=1e-6, atol=1e-9))
+
+
+def _contradicts(wrong, parts, expected):
+    """True if the wrong form gets a part wrong that the learner got right:
+    then it does not describe the learner's mistake."""
+    return any(_close(got, exp) and not _close(w, exp)
+               for w, got, exp in zip(wrong, parts, expected))
+
+
 def _print_hints(fn, cases, forms_of, index, said=None):
     """For the first case where the learner's part ``index`` computes but is
     wrong, name the mistake if it is a known one. Returns True if it did."""
@@ -135,7 +171,9 @@ def _print_hints(fn, cases, forms_of, index, said=None):
         try:
             args = tuple(np.array(a, copy=True) for a in case.args)
             with np.errstate(all="ignore"):
-                got = _as_array(fn(*args)[index])
+                result = fn(*args)
+            got = _as_array(result[index])
+            parts = [_as_array(x) for x in result]
         except Exception:  # this case does not run; try the next one
             continue
         try:
@@ -150,7 +188,8 @@ def _print_hints(fn, cases, forms_of, index, said=None):
             for hint, wrong in forms:
                 w = wrong[index]
                 if (w.shape == got.shape and not np.allclose(w, expected)
-                        and np.allclose(got, w, rtol=1e-6, atol=1e-9)):
+                        and np.allclose(got, w, rtol=1e-6, atol=1e-9)
+                        and not _contradicts(wrong, parts, case.expected)):
                     found = True
                     if hint not in said:
                         said.add(hint)
@@ -161,6 +200,47 @@ def _print_hints(fn, cases, forms_of, index, said=None):
         except Exception:  # a hint is a courtesy: never crash on it
             return False
     return False
+
+
+def _right_on(fn, case):
+    """True if fn gets all three gradients of this case right."""
+    try:
+        args = tuple(np.array(a, copy=True) for a in case.args)
+        with np.errstate(all="ignore"):
+            result = fn(*args)
+        return all(_close(_as_array(g), e)
+                   for g, e in zip(result, case.expected))
+    except Exception:
+        return False
+
+
+def _print_structure_hint(fn, cases):
+    """Two mistakes that no wrong formula describes: the gradients returned
+    in another order, and a transpose that only works without a batch."""
+    def say(hint):
+        print(textwrap.fill(hint, 79, initial_indent="    hint: ",
+                            subsequent_indent="    "))
+
+    try:
+        with np.errstate(all="ignore"):
+            result = [_as_array(g) for g in fn(*cases[0].args)]
+        for order in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+            if all(_close(result[i], cases[0].expected[j])
+                   for i, j in zip(range(3), order)):
+                say("the three gradients are right but in another order: "
+                    "return (dq, dk, dv), in the order of the arguments "
+                    "q, k, v.")
+                return
+    except Exception:
+        pass
+    batched = [c for c in cases if np.ndim(c.args[0]) > 2]
+    single = [c for c in cases if np.ndim(c.args[0]) == 2]
+    if (all(_right_on(fn, c) for c in single)
+            and not all(_right_on(fn, c) for c in batched)):
+        say("right for one sequence, wrong for a batch: .T (or np.transpose "
+            "without axes) reverses every axis of a (B, N, d) array. Use "
+            "swapaxes(-2, -1) to swap only the last two, and sum with "
+            "axis=-1.")
 
 
 def check_attention_backward(fn: Callable) -> Verdict:
@@ -179,6 +259,8 @@ def check_attention_backward(fn: Callable) -> Verdict:
             said = set()
             for i in (index, 2, 0, 1):  # the failing part first, then the rest
                 _print_hints(wrapped, cases, _wrong_backward_forms, i, said)
+            if not said:
+                _print_structure_hint(wrapped, cases)
             return Verdict(False, name)
     print(f"{name}: dq, dk and dv right in all {len(cases)} cases.")
     return Verdict(True, name)
@@ -215,7 +297,17 @@ def _wrong_cross_entropy_forms(logits, targets):
     right = (p - onehot) / m
     loss = -(log_softmax(-1) * onehot).sum(axis=-1).mean()
     p_col = np.exp(log_softmax(-2))
+    n_seq = logits.shape[0]  # a plausible M: the sequences, not the positions
+    by_seq = ("the mean is taken over logits.shape[0], the sequences of the "
+              "batch, not over every position: M = targets.size, here "
+              f"{m} = {' x '.join(str(n) for n in targets.shape)}.")
     return [
+        (by_seq, (np.asarray(loss * m / n_seq), right * m / n_seq)),
+        (by_seq, (np.asarray(loss), right * m / n_seq)),
+        ("the loss is averaged over all the M x V entries of log(p) * "
+         "onehot, not over the M positions: sum over the classes (or pick "
+         "the target's entry) first, then take the mean.",
+         (np.asarray(loss / logits.shape[-1]), right)),
         ("the loss and its gradient are summed over the positions, not "
          "averaged: divide by M, the number of positions.",
          (np.asarray(loss * m), right * m)),

@@ -149,3 +149,82 @@ def test_naive_exp_overflow_is_rejected(capsys):
 def test_cross_entropy_checker_never_crashes(result, capsys):
     assert not check.check_cross_entropy(lambda *a: result)
     assert "FAILED" in capsys.readouterr().out
+
+
+# --- mistakes found by reading the chapters as a learner ---
+
+
+def _backward_variant(kind):
+    """More wrong answers a learner plausibly writes, each a whole function."""
+    right = _backward()
+
+    def fn(q, k, v, d_out):
+        c = 1 / np.sqrt(q.shape[-1])
+        if kind == "order":  # returns (dv, dq, dk)
+            dq, dk, dv = right(q, k, v, d_out)
+            return dv, dq, dk
+        if kind == ".T on a batch":  # .T reverses every axis of (B, N, d)
+            a = ref.softmax(q @ k.T * c)
+            da = d_out @ v.T
+            ds = a * (da - (da * a).sum(axis=-1, keepdims=True))
+            return ds @ k * c, ds.T @ q * c, a.T @ d_out
+        if kind == "scale from dv":
+            c = 1 / np.sqrt(v.shape[-1])
+        a = ref.softmax(q @ np.swapaxes(k, -2, -1)
+                        * (1.0 if kind == "unscaled forward" else c))
+        da = d_out @ np.swapaxes(v, -2, -1)
+        rowsum = (da if kind == "rowsum of dA alone" else da * a).sum(
+            axis=-1, keepdims=True)
+        ds = a * (da - rowsum)
+        return (ds @ k * c, np.swapaxes(ds, -2, -1) @ q * c,
+                np.swapaxes(a, -2, -1) @ d_out)
+    return fn
+
+
+@pytest.mark.parametrize("kind,hint", [
+    ("order", "right but in another order"),
+    (".T on a batch", "right for one sequence, wrong for a batch"),
+    ("scale from dv", "the scale uses dv"),
+    ("unscaled forward", "forward pass inside your function leaves out"),
+    ("rowsum of dA alone", "rowsum is missing its factor A"),
+])
+def test_more_wrong_backwards_are_named(kind, hint, capsys):
+    assert not check.check_attention_backward(_backward_variant(kind))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "FAILED" in out
+    assert hint in out, out
+
+
+def _ce_variant(kind):
+    def fn(logits, targets):
+        z = logits - logits.max(axis=-1, keepdims=True)
+        log_p = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
+        onehot = np.eye(logits.shape[-1])[targets]
+        m = logits.shape[0] if kind.startswith("by sequences") else targets.size
+        loss = -(log_p * onehot).sum() / m
+        if kind == "by sequences, loss a mean":
+            loss = -(log_p * onehot).sum() / targets.size
+        if kind == "mean over every entry":
+            loss = -(log_p * onehot).mean()
+        return loss, (np.exp(log_p) - onehot) / m
+    return fn
+
+
+@pytest.mark.parametrize("kind,hint", [
+    ("by sequences", "taken over logits.shape[0], the sequences"),
+    ("by sequences, loss a mean", "taken over logits.shape[0], the sequences"),
+    ("mean over every entry", "averaged over all the M x V entries"),
+])
+def test_more_wrong_cross_entropies_are_named(kind, hint, capsys):
+    assert not check.check_cross_entropy(_ce_variant(kind))
+    out = " ".join(capsys.readouterr().out.split())
+    assert hint in out, out
+
+
+def test_a_hint_that_contradicts_the_learner_is_not_given(capsys):
+    # the loss is right, only the gradient is not divided: the hint about a
+    # summed loss would be wrong, so it is not printed
+    assert not check.check_cross_entropy(_ce("grad not divided"))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not divided by the number of positions" in out
+    assert "summed over the positions" not in out, out
