@@ -171,29 +171,35 @@ def repository(config_path=None) -> tuple[str, str]:
 
 
 BOOTSTRAP = """\
-# Set-up, the same in every chapter. With the book's environment (`make lab`) it does nothing.
-# Opened alone (Colab, a downloaded notebook), it finds the helper package `attnbook` in the
-# book's folder, installs it in Colab, or says how to get it.
+# Set-up, the same in every chapter. With the book's environment
+# (`make lab`) it does nothing. Opened alone (Colab, a downloaded
+# notebook), it finds the helper package `attnbook` in the book's
+# folder, installs it in Colab, or says how to get it.
 try:
     import attnbook  # noqa: F401
 except ModuleNotFoundError:
     import importlib.util, os, subprocess, sys
-    BOOK, BRANCH = "{url}", "{branch}"
+    BOOK = "{url}"
+    BRANCH = "{branch}"
     PIP = f"attnbook @ git+{{BOOK}}@{{BRANCH}}"
     here = os.path.abspath("")
-    found = [d for d in (here, os.path.dirname(here)) if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
+    found = [d for d in (here, os.path.dirname(here))
+             if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
     if found:
         sys.path.insert(0, found[0])
         print("Using the helper package attnbook from", found[0])
     elif "google.colab" in sys.modules:
         print("Installing the helper package attnbook from", BOOK)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", PIP])
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        PIP])
         importlib.invalidate_caches()
     if not found and importlib.util.find_spec("attnbook") is None:
         raise ModuleNotFoundError(
-            "This chapter needs the book's helper package, attnbook. Either open the chapter from a copy "
-            f"of the book ({{BOOK}}: clone or download it, then run `make lab` in it), or install the "
-            f'package into this kernel with:  %pip install "{{PIP}}"') from None
+            "This chapter needs the book's helper package, attnbook. "
+            f"Either open the chapter from a copy of the book ({{BOOK}}: "
+            "clone or download it, then run `make lab` in it), or install "
+            "the package into this kernel with:  "
+            f'%pip install "{{PIP}}"') from None
 """
 
 
