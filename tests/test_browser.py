@@ -241,7 +241,12 @@ def visits(browser, base_url, html):
     seen = {}
     for path in site_pages(html):
         seen[path] = rec.visit(path)
-        seen[path]["figures"] = rec.page.evaluate(FIGURE_BACKGROUNDS)["figures"]
+        backgrounds = rec.page.evaluate(FIGURE_BACKGROUNDS)
+        seen[path]["figures"] = backgrounds["figures"]
+        if path == CHAPTER:  # the light half of test_chapter_in_light_and_dark_mode
+            seen[path]["backgrounds"] = backgrounds
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-light.png"), full_page=True)
         seen[path]["sideways"] = rec.page.evaluate(SIDEWAYS)
     rec.close()
     return {"pages": seen, "rec": rec, "seconds": time.perf_counter() - start}
@@ -398,19 +403,20 @@ def test_every_figure_has_an_opaque_light_background(visits):
     assert visits["pages"][CHAPTER]["figures"], "no figures found on chapter 01"
 
 
-def test_chapter_in_light_and_dark_mode(browser, base_url):
-    """Screenshots of one chapter in both modes; in dark mode every figure keeps its opaque background."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for mode in ("light", "dark"):
-        rec = Recorder(browser, base_url, color_scheme=mode, viewport=DESKTOP)
-        try:
-            rec.visit(CHAPTER)
-            results[mode] = rec.page.evaluate(FIGURE_BACKGROUNDS)
-            rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-{mode}.png"), full_page=True)
-        finally:
-            rec.close()
-        assert not rec.blocked and not rec.failed
+def test_chapter_in_light_and_dark_mode(browser, base_url, visits):
+    """Screenshots of one chapter in both modes; in dark mode every figure keeps its opaque background.
+
+    The light-mode page is the one `visits` saw (and screenshotted); only dark mode is visited here.
+    """
+    results = {"light": visits["pages"][CHAPTER]["backgrounds"]}
+    rec = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
+    try:
+        rec.visit(CHAPTER)
+        results["dark"] = rec.page.evaluate(FIGURE_BACKGROUNDS)
+        rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"), full_page=True)
+    finally:
+        rec.close()
+    assert not rec.blocked and not rec.failed
     assert results["light"]["theme"] == "light" and results["light"]["bodyLuminance"] > 200
     dark = results["dark"]
     assert dark["theme"] == "dark" and dark["bodyLuminance"] < 80, f"the page is not in dark mode: {dark}"
