@@ -168,11 +168,17 @@ def test_every_cell_has_slide_metadata(path):
     assert nb["cells"][0]["metadata"]["slideshow"]["slide_type"] == "slide"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_slides_export(path, tmp_path):
+@pytest.fixture(scope="module")
+def slides_exporter():
+    """One exporter for every chapter: its templates are loaded and compiled once."""
     from nbconvert import SlidesExporter
 
-    html, _ = SlidesExporter().from_filename(str(path))
+    return SlidesExporter()
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_slides_export(path, slides_exporter):
+    html, _ = slides_exporter.from_filename(str(path))
     assert html.count("<section") >= 3, "too few slides"
     solution_code = [src(c) for c, m in zip(load(path)["cells"], nbtools.solution_mask(load(path)))
                      if m and c["cell_type"] == "code"]
