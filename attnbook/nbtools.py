@@ -15,6 +15,9 @@ executes the notebooks) puts every chapter in the book's standard shape:
 
 ``python -m attnbook.nbtools student OUTDIR NOTEBOOK...`` writes the student copies.
 
+``python -m attnbook.nbtools execute NOTEBOOK...`` (run by `make outputs`) executes the
+notebooks in place with nbconvert, after :func:`fix_nbclient_output_widget`.
+
 ``python -m attnbook.nbtools tidy NOTEBOOK...`` joins consecutive pieces of
 one cell's printed output (their split depends on timing) and removes what executing a
 slider cell stores: the widget state in the notebook's metadata and the widget
@@ -178,29 +181,35 @@ def repository(config_path=None) -> tuple[str, str]:
 
 
 BOOTSTRAP = """\
-# Set-up, the same in every chapter. With the book's environment (`make lab`) it does nothing.
-# Opened alone (Colab, a downloaded notebook), it finds the helper package `attnbook` in the
-# book's folder, installs it in Colab, or says how to get it.
+# Set-up, the same in every chapter. With the book's environment
+# (`make lab`) it does nothing. Opened alone (Colab, a downloaded
+# notebook), it finds the helper package `attnbook` in the book's
+# folder, installs it in Colab, or says how to get it.
 try:
     import attnbook  # noqa: F401
 except ModuleNotFoundError:
     import importlib.util, os, subprocess, sys
-    BOOK, BRANCH = "{url}", "{branch}"
+    BOOK = "{url}"
+    BRANCH = "{branch}"
     PIP = f"attnbook @ git+{{BOOK}}@{{BRANCH}}"
     here = os.path.abspath("")
-    found = [d for d in (here, os.path.dirname(here)) if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
+    found = [d for d in (here, os.path.dirname(here))
+             if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
     if found:
         sys.path.insert(0, found[0])
         print("Using the helper package attnbook from", found[0])
     elif "google.colab" in sys.modules:
         print("Installing the helper package attnbook from", BOOK)
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", PIP])
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet",
+                        PIP])
         importlib.invalidate_caches()
     if not found and importlib.util.find_spec("attnbook") is None:
         raise ModuleNotFoundError(
-            "This chapter needs the book's helper package, attnbook. Either open the chapter from a copy "
-            f"of the book ({{BOOK}}: clone or download it, then run `make lab` in it), or install the "
-            f'package into this kernel with:  %pip install "{{PIP}}"') from None
+            "This chapter needs the book's helper package, attnbook. "
+            f"Either open the chapter from a copy of the book ({{BOOK}}: "
+            "clone or download it, then run `make lab` in it), or install "
+            "the package into this kernel with:  "
+            f'%pip install "{{PIP}}"') from None
 """
 
 
@@ -365,11 +374,63 @@ def write_student_copies(outdir, notebooks) -> list[Path]:
     return written
 
 
+# --- executing notebooks (make outputs) ---
+
+CELL_TIMEOUT = 120  # seconds per cell for `make outputs`; the slowest cell takes a few
+
+
+def fix_nbclient_output_widget() -> None:
+    """Make nbclient's Output-widget mimic send on the asyncio socket's own path.
+
+    When a cell shows an ``ipywidgets.interactive`` (the book's sliders), nbclient plays
+    the front end of its Output widget and sends a ``comm_msg`` on the shell socket while
+    it awaits the cell's ``execute_reply`` on that same socket. jupyter_client's
+    ``Session.send`` sends through a synchronous shadow of the asyncio socket; libzmq then
+    processes the socket's pending commands ("a message arrived") and clears its
+    edge-triggered FD, so the event loop is never woken for a reply that has already
+    arrived. The reply is then read only when the poll times out (nbclient's cell timeout,
+    600 s by default) and the cell "succeeds" ten minutes late. Sending with the asyncio
+    socket's ``send_multipart`` lets pyzmq re-check the socket's events after the send.
+    (nbclient 0.10-0.11, jupyter_client 8, pyzmq 27; see "Tests" in README.md.)
+    """
+    from nbclient import output_widget
+
+    if getattr(output_widget.OutputWidget, "_attnbook_fixed", False):
+        return
+    output_widget.OutputWidget._publish_msg = _output_widget_publish_msg
+    output_widget.OutputWidget._attnbook_fixed = True
+
+
+def _output_widget_publish_msg(self, msg_type, data=None, metadata=None, buffers=None, **keys):
+    """nbclient's ``OutputWidget._publish_msg``, sending with the asyncio socket's own method."""
+    from nbclient.jsonutil import json_clean
+
+    content = json_clean(dict(data={} if data is None else data, comm_id=self.comm_id, **keys))
+    msg = self.kernel_client.session.msg(msg_type, content=content, parent=self.parent_header,
+                                         metadata={} if metadata is None else metadata)
+    frames = self.kernel_client.session.serialize(msg) + list(buffers or [])
+    self.kernel_client.shell_channel.socket.send_multipart(frames)
+
+
+def execute(notebooks, timeout: int = CELL_TIMEOUT) -> int:
+    """Execute notebooks in place with nbconvert (as `jupyter nbconvert --execute --inplace`)."""
+    from nbconvert.nbconvertapp import NbConvertApp
+
+    fix_nbclient_output_widget()
+    app = NbConvertApp()
+    app.initialize(["--to", "notebook", "--execute", "--inplace",
+                    f"--ExecutePreprocessor.timeout={timeout}",
+                    "--ExecutePreprocessor.record_timing=False", *map(str, notebooks)])
+    app.start()
+    return 0
+
+
 USAGE = """usage: python -m attnbook.nbtools COMMAND ...
   prepare NOTEBOOK...          split cells, insert/update the bootstrap cell, add slide metadata
   tidy NOTEBOOK...             join split stream outputs, remove widget state and widget outputs
                                (except the live figures' state, renumbered)
-  student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR"""
+  student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR
+  execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)"""
 # --- optional dependencies of a notebook (PyTorch chapter) ---
 # A notebook that needs a package beyond requirements.txt says so in its metadata:
 #     "attnbook": {"requires": ["torch"]}
@@ -402,7 +463,7 @@ __all__ += ["notebook_requirements", "missing_requirements", "skip_reason"]
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("tidy", "prepare", "student"):
+    if not argv or argv[0] not in ("tidy", "prepare", "student", "execute"):
         print(USAGE, file=sys.stderr)
         return 2
     command, args = argv[0], argv[1:]
@@ -410,6 +471,8 @@ def main(argv=None):
         for p in args:
             if tidy(p):
                 print(f"tidied {p}")
+    elif command == "execute":
+        return execute(args)
     elif command == "prepare":
         for p in args:
             if prepare(p):

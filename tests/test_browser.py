@@ -15,7 +15,11 @@ blocked and counted, and the tests below check what it saw:
   really turns dark in dark mode (screenshots in light and dark mode are saved in
   _build/screenshots/ to look at);
 - every chapter page (HTML plus its images) stays under 1.5 MB; a page-weight table is
-  printed at the end of the run (theme assets counted once).
+  printed at the end of the run (theme assets counted once);
+- in a 1280 x 900 desktop window no code block and no text output scrolls sideways
+  (solutions and hidden inputs opened first): the notebooks keep lines of at most 79
+  characters (tests/test_line_length.py) and _static/attnbook.css gives the article
+  the width they need.
 
 Without chromium these tests skip, saying how to install it. The browser is never
 downloaded by Playwright (no `playwright install`): set CHROMIUM=/path/to/chromium to
@@ -51,6 +55,7 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
 PAGE_BUDGET = 1_500_000  # bytes: HTML plus images of one chapter page
 SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 CHAPTER = "chapters/01_three_tokens.html"  # the page screenshotted in light and dark mode
+DESKTOP = {"width": 1280, "height": 900}  # every page is visited at this size
 
 # Console messages that are known noise of the theme, not the book's doing. Keep it short.
 CONSOLE_ALLOW = [
@@ -126,6 +131,28 @@ FIGURE_BACKGROUNDS = """
     return {src: img.src.split("/").pop(), minAlpha, cornerLuminance: Math.min(...corners)};
   });
   return {theme: document.documentElement.dataset.theme, bodyLuminance: lum(...bg.slice(0, 3)), figures};
+}
+"""
+
+
+# Opens every collapsed solution and hidden input, then lists the code blocks and text
+# outputs (every <pre> in the article) that scroll sideways, with their longest line.
+SIDEWAYS = """
+() => {
+  for (const d of document.querySelectorAll("main details")) d.open = true;
+  for (const e of document.querySelectorAll("main .toggle-hidden")) e.classList.remove("toggle-hidden");
+  const scrolls = e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== "visible";
+  const blocks = [...document.querySelectorAll("main pre")];
+  return {count: blocks.length, sideways: blocks.map((pre, index) => {
+    const box = [pre, pre.parentElement].find(scrolls);
+    if (!box) return null;
+    const lines = pre.textContent.split("\\n");
+    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+    const kind = pre.closest(".cell_output") ? "text output"
+               : pre.closest(".cell_input") ? "code cell" : "code block";
+    return {index, kind, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth,
+            longest: longest.length, line: longest.trim().slice(0, 70)};
+  }).filter(Boolean)};
 }
 """
 
@@ -213,11 +240,17 @@ def site_pages(html: Path) -> list[str]:
 def visits(browser, base_url, html):
     """Visit every page once, in light mode. Returns {path: collected data} and the recorder."""
     start = time.perf_counter()
-    rec = Recorder(browser, base_url, color_scheme="light", viewport={"width": 1100, "height": 900})
+    rec = Recorder(browser, base_url, color_scheme="light", viewport=DESKTOP)
     seen = {}
     for path in site_pages(html):
         seen[path] = rec.visit(path)
-        seen[path]["figures"] = rec.page.evaluate(FIGURE_BACKGROUNDS)["figures"]
+        backgrounds = rec.page.evaluate(FIGURE_BACKGROUNDS)
+        seen[path]["figures"] = backgrounds["figures"]
+        if path == CHAPTER:  # the light half of test_chapter_in_light_and_dark_mode
+            seen[path]["backgrounds"] = backgrounds
+            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-light.png"), full_page=True)
+        seen[path]["sideways"] = rec.page.evaluate(SIDEWAYS)
     rec.close()
     return {"pages": seen, "rec": rec, "seconds": time.perf_counter() - start}
 
@@ -373,19 +406,20 @@ def test_every_figure_has_an_opaque_light_background(visits):
     assert visits["pages"][CHAPTER]["figures"], "no figures found on chapter 01"
 
 
-def test_chapter_in_light_and_dark_mode(browser, base_url):
-    """Screenshots of one chapter in both modes; in dark mode every figure keeps its opaque background."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    results = {}
-    for mode in ("light", "dark"):
-        rec = Recorder(browser, base_url, color_scheme=mode, viewport={"width": 1100, "height": 900})
-        try:
-            rec.visit(CHAPTER)
-            results[mode] = rec.page.evaluate(FIGURE_BACKGROUNDS)
-            rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-{mode}.png"), full_page=True)
-        finally:
-            rec.close()
-        assert not rec.blocked and not rec.failed
+def test_chapter_in_light_and_dark_mode(browser, base_url, visits):
+    """Screenshots of one chapter in both modes; in dark mode every figure keeps its opaque background.
+
+    The light-mode page is the one `visits` saw (and screenshotted); only dark mode is visited here.
+    """
+    results = {"light": visits["pages"][CHAPTER]["backgrounds"]}
+    rec = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
+    try:
+        rec.visit(CHAPTER)
+        results["dark"] = rec.page.evaluate(FIGURE_BACKGROUNDS)
+        rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"), full_page=True)
+    finally:
+        rec.close()
+    assert not rec.blocked and not rec.failed
     assert results["light"]["theme"] == "light" and results["light"]["bodyLuminance"] > 200
     dark = results["dark"]
     assert dark["theme"] == "dark" and dark["bodyLuminance"] < 80, f"the page is not in dark mode: {dark}"
@@ -394,6 +428,19 @@ def test_chapter_in_light_and_dark_mode(browser, base_url):
         # 255 is fully opaque; scaling to the 64x64 canvas may blend an edge pixel a little
         assert fig["minAlpha"] >= 250, f"{fig['src']} has transparent pixels: unreadable on a dark page"
         assert fig["cornerLuminance"] > 200, f"{fig['src']} has no light background in dark mode: {fig}"
+
+
+def test_no_code_block_or_output_scrolls_sideways_at_1280px(visits):
+    problems, blocks = [], 0
+    for path, data in visits["pages"].items():
+        blocks += data["sideways"]["count"]
+        for b in data["sideways"]["sideways"]:
+            problems.append(f"{path}: {b['kind']} #{b['index']} scrolls sideways ({b['scrollWidth']} px of "
+                            f"content in {b['clientWidth']} px); its longest line has {b['longest']} "
+                            f"characters: {b['line']}")
+    assert blocks > 100, f"only {blocks} code blocks and outputs found on the site"
+    assert not problems, (f"{len(problems)} block(s) scroll sideways at {DESKTOP['width']} px (lines must "
+                          "fit in 79 characters):\n" + "\n".join(problems))
 
 
 def test_page_weight(visits, html, record_property):
