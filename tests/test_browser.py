@@ -68,7 +68,10 @@ CONSOLE_ALLOW = [
 # (query, page whose title contains it): the search must list that page among its first results.
 SEARCHES = [
     ("three tokens", "chapters/01_three_tokens.html"),
-    ("softmax", "chapters/03_softmax.html"),
+    ("softmax safely", "chapters/03_softmax.html"),
+    ("rotary position", "chapters/13_rope.html"),
+    ("latent attention", "chapters/16_latent_attention.html"),
+    ("FlashAttention", "chapters/17_flash_attention.html"),
 ]
 
 # What the browser collects on each page after it has loaded, MathJax has typeset and every
