@@ -42,7 +42,8 @@ from attnbook import live, nbtools  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 # chapter -> the live figure it shows
 CHAPTERS = {"01_three_tokens": live.InputScale, "02_soft_lookup": live.QueryLookup,
-            "04_scaling": live.TemperatureBars, "06_masking": live.MaskEditor}
+            "04_scaling": live.TemperatureBars, "06_masking": live.MaskEditor,
+            "15_grouped_query": live.KVCacheSizes}
 PAGE_BUDGET = 1_500_000  # bytes: a chapter page's HTML, images and the loader
 SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 CONSOLE_ALLOW = [  # the theme's known noise (see tests/test_browser.py)
@@ -199,6 +200,25 @@ def test_a_fully_masked_row_shows_zeros_like_the_answer_key():
     row2 = [f"{x:.2f}" for x in e / e.sum()]
     # row 0 (one weight and its sum), nothing for row 1, row 2 and its sum
     assert fig.numbers(mask) == ["1.00", "1.00", *row2, "1.00"]
+
+
+def test_kv_cache_sizes_follow_the_formula_and_the_window():
+    from attnbook.check_llm import _kv_bytes
+
+    models = {"A": dict(layers=2, q_heads=4, kv_heads=2, head_dim=8),
+              "B": dict(layers=3, q_heads=6, kv_heads=1, head_dim=4, window=2048)}
+    fig = live.KVCacheSizes(models, k_tokens=1, k_max=4)
+    assert fig.control_values() == [1.0, 2.0, 3.0, 4.0]
+    for k in fig.control_values():
+        n = 1024 * int(k)
+        gib = [_kv_bytes(2, 2, 8, n), _kv_bytes(2, 4, 8, n), _kv_bytes(3, 1, 4, n),
+               _kv_bytes(3, 6, 4, n), _kv_bytes(3, 1, 4, min(n, 2048))]
+        assert fig.numbers(k) == [f"{b / 2 ** 30:.2f}" for b in gib] + [f"{n:,}"]
+    assert [b for _, bars in fig.gib(4) for b in bars][-1] == 2 * 3 * 4 * 2 * 2048 / 2 ** 30
+    with pytest.raises(ValueError, match="q_heads a multiple of kv_heads"):
+        live.KVCacheSizes({"C": dict(layers=2, q_heads=4, kv_heads=3, head_dim=8)})
+    with pytest.raises(ValueError, match="C: need positive whole"):
+        live.KVCacheSizes({"C": dict(layers=2, q_heads=4, kv_heads=2)})
 
 
 # --- the browser ---
@@ -401,7 +421,7 @@ def test_the_figure_responds_on_the_site_offline(stem, scheme, browser, server, 
                 assert value in fig.control_values()
                 assert visit.numbers() == fig.numbers(value), f"at {value}"
                 readout = visit.host.locator("output").text_content()
-                assert readout == f"{value:.2f}"
+                assert readout == f"{value:.{fig.readout_digits}f}"
             slider.focus()
             page.keyboard.press("Home")
             assert visit.numbers() == fig.numbers(fig.min)

@@ -49,7 +49,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
-           "QueryLookup", "MaskEditor", "FIGURES", "esm_source", "css_source",
+           "QueryLookup", "MaskEditor", "KVCacheSizes", "FIGURES", "esm_source", "css_source",
            "tidy_widget_state", "is_live_figure", "TAG"]
 
 
@@ -134,6 +134,7 @@ if anywidget is not None:
         min = traitlets.Float().tag(sync=True)
         max = traitlets.Float().tag(sync=True)
         step = traitlets.Float().tag(sync=True)
+        readout_digits = 2  # the slider's readout, as the JavaScript shows it
 
         def __init__(self, *, value, min, max, step, **kwargs):
             if not (min <= value <= max) or step <= 0:
@@ -278,7 +279,66 @@ if anywidget is not None:
             hidden = int((~np.array(self.mask, bool)).sum())
             return f"MaskEditor: {self.description} ({hidden} hidden)"
 
-    FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor]
+    class KVCacheSizes(SliderFigure):
+        """Chapter 15: KV cache in GiB per model, GQA / MHA / window, k tokens.
+
+        ``models`` maps a name to ``dict(layers, q_heads, kv_heads, head_dim,
+        window)`` (window None or 0: no sliding window). The slider is the
+        context length in units of 1,024 tokens.
+        """
+
+        js_file = "kv_cache_sizes.js"
+        description = "KV cache per model, the context length on a slider"
+        readout_digits = 0
+        names = traitlets.List(traitlets.Unicode()).tag(sync=True)
+        layers = traitlets.List(traitlets.Int()).tag(sync=True)
+        q_heads = traitlets.List(traitlets.Int()).tag(sync=True)
+        kv_heads = traitlets.List(traitlets.Int()).tag(sync=True)
+        head_dim = traitlets.List(traitlets.Int()).tag(sync=True)
+        windows = traitlets.List(traitlets.Int()).tag(sync=True)
+        bytes_per_number = traitlets.Int().tag(sync=True)
+
+        def __init__(self, models, *, k_tokens=8, k_max=128,
+                     bytes_per_number=2):
+            keys = ("layers", "q_heads", "kv_heads", "head_dim")
+            for name, m in models.items():
+                if any(not isinstance(m.get(k), int) or m[k] <= 0
+                       for k in keys) or m["q_heads"] % m["kv_heads"]:
+                    raise ValueError(
+                        f"{name}: need positive whole {', '.join(keys)} "
+                        f"with q_heads a multiple of kv_heads, got {m}")
+            super().__init__(
+                names=list(models),
+                **{k: [m[k] for m in models.values()] for k in keys},
+                windows=[int(m.get("window") or 0) for m in models.values()],
+                bytes_per_number=bytes_per_number, value=k_tokens, min=1,
+                max=k_max, step=1)
+
+        def gib(self, control=None):
+            """[(name, [GQA, MHA(, GQA + window)]), ...] in GiB."""
+            n = 1024 * round(self.value if control is None else control)
+
+            def size(i, heads, tokens):  # 2 (K and V) x L x H x d x bytes
+                return (2 * self.layers[i] * heads * self.head_dim[i]
+                        * self.bytes_per_number * tokens / 2 ** 30)
+
+            out = []
+            for i, name in enumerate(self.names):
+                bars = [size(i, self.kv_heads[i], n),
+                        size(i, self.q_heads[i], n)]
+                if self.windows[i] > 0:
+                    bars.append(size(i, self.kv_heads[i],
+                                     min(n, self.windows[i])))
+                out.append((name, bars))
+            return out
+
+        def numbers(self, control=None):
+            n = 1024 * round(self.value if control is None else control)
+            return ([_fixed(x, 2) for _, bars in self.gib(control)
+                     for x in bars] + [f"{n:,}"])
+
+    FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
+               KVCacheSizes]
 
 
 # --- what `make outputs` keeps of the widget state ---
