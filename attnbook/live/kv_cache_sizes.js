@@ -33,7 +33,7 @@ function cacheBars(model, tokens) {  // [[name, [[kind, GiB], ...]], ...]
 }
 
 function drawBars(groups, tokens) {
-  const left = 92, right = 64, top = 30, bh = 14, gap = 12, width = 520;
+  const left = 88, right = 50, top = 30, bh = 16, gap = 10, width = 440;
   const plotW = width - left - right;
   const nBars = groups.reduce((s, g) => s + g[1].length, 0);
   const height = top + nBars * bh + groups.length * gap + 34;
@@ -46,7 +46,7 @@ function drawBars(groups, tokens) {
   svg.style.maxWidth = `${width}px`;
   svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height, fill: "white" }));
   KINDS.forEach(([label, color], k) => {  // the legend
-    const x = left + k * 110;
+    const x = left + k * 92;
     svg.appendChild(svgEl("rect", { x, y: 6, width: 12, height: 12, fill: color }));
     svg.appendChild(svgEl("text", { x: x + 16, y: 16,
       class: "attnbook-live-label" }, label));
@@ -89,7 +89,7 @@ function render({ model, el }) {
     fig.replaceChildren(drawBars(cacheBars(model, tokens), tokens));
     caption.replaceChildren(`context: ${Math.round(k)} × 1,024 = `,
       htmlEl("span", { "data-live-number": "" }, withCommas(tokens)),
-      " tokens; a window keeps only the last window's tokens");
+      " tokens");
   };
   return slider(model, el, { label: "context length (units of 1,024 tokens)",
     digits: 0 }, redraw);
