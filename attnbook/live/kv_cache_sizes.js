@@ -12,9 +12,9 @@ function withCommas(n) {  // Python's f"{n:,}" for a whole number
   return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
-function niceMax(v) {  // the smallest 1, 2 or 5 times a power of 10 >= v
+function niceMax(v) {  // the smallest 1, 2, 2.5, 4 or 5 x a power of 10 >= v
   const p = 10 ** Math.floor(Math.log10(v));
-  return [1, 2, 5, 10].map((m) => m * p).find((x) => x >= v);
+  return [1, 2, 2.5, 4, 5, 10].map((m) => m * p).find((x) => x >= v);
 }
 
 function cacheBars(model, tokens) {  // [[name, [[kind, GiB], ...]], ...]
