@@ -26,8 +26,8 @@ function render({ model, el }) {
   const B = model.get("block"), n = K.length, dv = V[0].length;
   const scores = K.map((k) => dot(q, k) / Math.sqrt(q.length));
   const exact = blockState(q, K, V);  // all keys at once: plain attention
-  const strip = el.appendChild(htmlEl("div", {
-    class: "attnbook-live-figure" }));
+  const strip = el.appendChild(htmlEl("div", { class: "attnbook-live-figure",
+    style: "display: flex; flex-wrap: wrap; gap: 4px 12px;" }));
   const table = el.appendChild(htmlEl("table", {
     class: "attnbook-live-table", style: "border-collapse: collapse; " +
       "margin: 6px 0; font-variant-numeric: tabular-nums;" }));
@@ -42,35 +42,28 @@ function render({ model, el }) {
       st = merge(st, blockState(q, K.slice(j, j + B), V.slice(j, j + B)));
     }
     const [m, l, o] = st;
-    // the strip of keys: each key's score, the blocks merged so far coloured
-    const cell = 42, gap = 10, top = 20;
-    const x = (j) => 4 + j * cell + Math.floor(j / B) * gap;
-    const width = x(n - 1) + cell + 4;
-    const svg = svgEl("svg", { viewBox: `0 0 ${width} ${top + cell + 22}`,
-      role: "img", class: "attnbook-live-svg", "aria-label":
-        `${n} keys in blocks of ${B}; blocks merged so far: ${t}` });
-    svg.style.maxWidth = `${width}px`;
-    svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height: top + cell + 22,
-      fill: "white" }));
+    // the strip of keys, a box per block (they wrap on a narrow screen):
+    // each key's score, the blocks merged so far dark
+    const blocks = [];
     for (let j = 0; j < n; j += B) {
-      const last = Math.min(j + B, n) - 1;
-      svg.appendChild(svgEl("text", { x: (x(j) + x(last) + cell) / 2, y: 14,
-        "text-anchor": "middle", class: "attnbook-live-label" },
+      const last = Math.min(j + B, n) - 1, seen = j < t * B;
+      const box = htmlEl("div", { style: "display: inline-block;" });
+      box.appendChild(htmlEl("div", { style: "font-size: 12px; " +
+        "text-align: center;" },
         `block ${j / B + 1}: keys ${j}\u2013${last}`));
+      for (let i = j; i <= last; i++) {
+        box.appendChild(htmlEl("span", { "data-live-number": "", style:
+          "display: inline-block; width: 3.4em; padding: 8px 0; " +
+          "margin-right: 2px; text-align: center; font-size: 13px; " +
+          (seen ? "background: #31688e; color: white;"
+            : "background: #e8e8e8; color: black;") }, pyFixed(scores[i], 2)));
+      }
+      blocks.push(box);
     }
-    scores.forEach((s, j) => {
-      const seen = j < t * B;
-      svg.appendChild(svgEl("rect", { x: x(j), y: top, width: cell - 2,
-        height: cell, fill: seen ? "#31688e" : "#e8e8e8",
-        stroke: seen ? "#31688e" : "#b0b0b0" }));
-      numberText(svg, { x: x(j) + cell / 2 - 1, y: top + cell / 2 + 4,
-        "text-anchor": "middle", class: "attnbook-live-cell",
-        fill: seen ? "white" : "black" }, pyFixed(s, 2));
-    });
-    svg.appendChild(svgEl("text", { x: 4, y: top + cell + 16,
-      class: "attnbook-live-note" }, "the score of each key " +
+    strip.replaceChildren(...blocks, htmlEl("div", { style: "font-size: " +
+      "12px; color: #404040; width: 100%;" },
+      "the score of each key " +
       "(q \u00b7 k / \u221ad); dark: the blocks merged so far"));
-    strip.replaceChildren(svg);
     // the running state and the output so far, next to the exact row
     const head = htmlEl("tr");
     head.appendChild(htmlEl("th", {}, ""));
@@ -78,12 +71,11 @@ function render({ model, el }) {
       head.appendChild(htmlEl("th", { style: pad }, `out[${c}]`));
     }
     const running = htmlEl("tr");
-    running.appendChild(htmlEl("th", {}, `o / l after ${t} of ` +
-      `${Math.ceil(n / B)} blocks`));
+    running.appendChild(htmlEl("th", {}, "so far, o / l"));
     if (l > 0) o.forEach((x) => num(running, pyFixed(x / l, 3)));
     else running.appendChild(htmlEl("td", { colspan: dv }, "(no key yet)"));
     const full = htmlEl("tr");
-    full.appendChild(htmlEl("th", {}, "exact attention row"));
+    full.appendChild(htmlEl("th", {}, "exact row"));
     exact[2].forEach((x) => num(full, pyFixed(x / exact[1], 3)));
     table.replaceChildren(head, running, full);
     caption.replaceChildren("running maximum m = ",
@@ -91,7 +83,8 @@ function render({ model, el }) {
       ", running sum l = ",
       htmlEl("span", { "data-live-number": "" }, pyFixed(l, 3)));
   };
-  return slider(model, el, { label: "key blocks merged", digits: 0 }, redraw);
+  const label = `key blocks merged (of ${Math.ceil(n / B)})`;
+  return slider(model, el, { label, digits: 0 }, redraw);
 }
 
 export default { render };
