@@ -49,8 +49,9 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
-           "QueryLookup", "MaskEditor", "KVCacheSizes", "FIGURES", "esm_source", "css_source",
-           "tidy_widget_state", "is_live_figure", "TAG"]
+           "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks",
+           "FIGURES", "esm_source", "css_source", "tidy_widget_state",
+           "is_live_figure", "TAG"]
 
 
 def esm_source(js_file: str) -> str:
@@ -134,7 +135,6 @@ if anywidget is not None:
         min = traitlets.Float().tag(sync=True)
         max = traitlets.Float().tag(sync=True)
         step = traitlets.Float().tag(sync=True)
-        readout_digits = 2  # the slider's readout, as the JavaScript shows it
 
         def __init__(self, *, value, min, max, step, **kwargs):
             if not (min <= value <= max) or step <= 0:
@@ -337,8 +337,52 @@ if anywidget is not None:
             return ([_fixed(x, 2) for _, bars in self.gib(control)
                      for x in bars] + [f"{n:,}"])
 
+    class FlashBlocks(SliderFigure):
+        """Chapter 17: one query row of tiled attention, block by block."""
+
+        js_file = "flash_blocks.js"
+        description = "the running (m, l, o) of one query, key block by block"
+        readout_digits = 0  # the slider counts blocks
+        q = traitlets.List(traitlets.Float()).tag(sync=True)
+        K = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        V = traitlets.List(traitlets.List(traitlets.Float())).tag(sync=True)
+        block = traitlets.Int().tag(sync=True)
+
+        def __init__(self, q, K, V, *, block, blocks_done=1):
+            q, K, V = (np.asarray(a, float) for a in (q, K, V))
+            if (q.ndim != 1 or K.ndim != 2 or V.ndim != 2 or len(K) == 0
+                    or K.shape != (len(V), len(q)) or block < 1):
+                raise ValueError(f"need q (d,), K (N, d), V (N, dv) with "
+                                 f"N >= 1 and block >= 1; got q {q.shape}, "
+                                 f"K {K.shape}, V {V.shape}, block {block}")
+            n_blocks = -(-len(K) // int(block))
+            super().__init__(q=q.tolist(), K=K.tolist(), V=V.tolist(),
+                             block=int(block), value=blocks_done, min=0,
+                             max=n_blocks, step=1)
+
+        def state(self, blocks_done=None):
+            """(m, l, o) after merging the first ``blocks_done`` key blocks."""
+            t = int(round(self.value if blocks_done is None else blocks_done))
+            q, K, V = (np.array(a) for a in (self.q, self.K, self.V))
+            st = (np.full(1, -np.inf), np.zeros(1), np.zeros((1, V.shape[1])))
+            for j in range(0, min(t * self.block, len(K)), self.block):
+                blk = slice(j, j + self.block)
+                st = ref.merge_attention_states(
+                    st, ref.attention_state(q[None], K[blk], V[blk]))
+            return st[0][0], st[1][0], st[2][0]
+
+        def numbers(self, control=None):
+            q, K, V = (np.array(a) for a in (self.q, self.K, self.V))
+            scores = q[None] @ K.T / np.sqrt(len(q))   # (1, N), as the key
+            m, l, o = self.state(control)
+            _, l_all, o_all = ref.attention_state(q[None], K, V)  # exact
+            out = [_fixed(x, 2) for x in scores[0]]
+            out += [_fixed(x, 3) for x in o / l] if l > 0 else []
+            out += [_fixed(x, 3) for x in o_all[0] / l_all[0]]
+            return out + [_fixed(m, 3), _fixed(l, 3)]
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
-               KVCacheSizes]
+               KVCacheSizes, FlashBlocks]
 
 
 # --- what `make outputs` keeps of the widget state ---
