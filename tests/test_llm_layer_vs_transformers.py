@@ -87,9 +87,9 @@ def _hf_forward(attn, rotary, x, positions):
     return out.numpy()
 
 
-def _tiled_kv(w, h_q, h_kv, hd):
-    """KV weights copied per query head, with the WRONG map h -> h % H_kv."""
-    cols = np.concatenate([np.arange(h % h_kv * hd, (h % h_kv + 1) * hd)
+def _kv_copied(w, h_q, hd, kv_head_of):
+    """KV weights copied per query head: query head h gets KV head kv_head_of(h)."""
+    cols = np.concatenate([np.arange(kv_head_of(h) * hd, (kv_head_of(h) + 1) * hd)
                            for h in range(h_q)])
     out = dict(w)
     for name in ("w_k", "w_v"):
@@ -98,20 +98,17 @@ def _tiled_kv(w, h_q, h_kv, hd):
         if name in w:
             out[name] = w[name][cols]
     return out
+
+
+def _tiled_kv(w, h_q, h_kv, hd):
+    """KV weights copied per query head, with the WRONG map h -> h % H_kv."""
+    return _kv_copied(w, h_q, hd, lambda h: h % h_kv)
 
 
 def _repeated_kv(w, h_q, h_kv, hd):
     """KV weights copied per query head with the right map h -> h // group."""
     group = h_q // h_kv
-    cols = np.concatenate([np.arange(h // group * hd, (h // group + 1) * hd)
-                           for h in range(h_q)])
-    out = dict(w)
-    for name in ("w_k", "w_v"):
-        out[name] = w[name][:, cols]
-    for name in ("b_k", "b_v"):
-        if name in w:
-            out[name] = w[name][cols]
-    return out
+    return _kv_copied(w, h_q, hd, lambda h: h // group)
 
 
 CONFIGS = [  # family, D, H_q, H_kv, hd, base
