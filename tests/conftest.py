@@ -1,9 +1,13 @@
-"""Shared fixtures: the book is built once per test run, whichever worker asks first.
+"""Shared fixtures: the book is built once per test run, and toured in chromium once.
 
-`make test` runs pytest with ``-n auto --dist loadfile``: each test file goes to one
-worker, and the site tests (test_site.py) and the browser tests (test_browser.py) may
-land on different workers. The first worker to ask for ``built_site`` builds the book
-into a folder shared by all workers of the run; the others wait on a lock and reuse it.
+`make test` runs pytest with ``-n auto --dist loadfile``. The site is built once per run
+into a folder shared by every worker (``built_site``): in a parallel run the controller
+starts the build in the background as the run begins (``pytest_sessionstart``), so no
+worker sits idle waiting for it; otherwise the first worker to ask builds it, under a
+lock. Likewise the browser's tour of the built site (tests/site_tour.py) is taken once
+(``site_tour``) and what it saw is shared, as JSON, by test_browser.py and
+test_live_figures.py; the scheduler in the root conftest.py runs those two files on one
+worker.
 
 The terminal summary prints the reports that tests attach as user properties named
 ``report:<title>`` (the page-weight table of the browser suite, for example), so they
@@ -15,55 +19,133 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
+import time
+import traceback
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-# Folders never copied into the throwaway build tree (big, or not part of the book).
-BUILD_IGNORE = (".venv", "_build", ".git", "__pycache__", ".pytest_cache", ".hypothesis",
-                "student", "slides", "wheelhouse", ".ipynb_checkpoints", "node_modules")
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))  # site_build, site_tour
+
+import site_build  # noqa: E402
+
+# The test files that need the built site; the background build starts only for a run that
+# may include one of them.
+SITE_TESTS = ("test_site.py", "test_browser.py", "test_live_figures.py")
+BUILD_TIMEOUT = 900  # s: a cold build takes about 10 s alone, 40 s on a loaded machine
 
 
-def _build(out: Path) -> dict:
-    src = out / "src"
-    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*BUILD_IGNORE))
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"],
-                          capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    return {"returncode": proc.returncode, "log": proc.stdout + proc.stderr,
-            "html": str(src / "_build" / "html")}
+def _shared_dir(base: Path) -> Path:
+    """The run's temporary folder shared by all workers (a worker's basetemp is inside it)."""
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def _needs_site(config) -> bool:
+    for arg in config.args:
+        path = Path(arg.split("::", 1)[0]).resolve()
+        if path in (ROOT, HERE) or path.name in SITE_TESTS:
+            return True
+    return False
+
+
+def pytest_sessionstart(session):
+    """In the controller of a parallel run: start building the site in the background."""
+    config = session.config
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    if not _needs_site(config):
+        return
+    out = config._tmp_path_factory.getbasetemp() / "book-build"
+    out.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.Popen([sys.executable, str(HERE / "site_build.py"), str(out)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, cwd=ROOT)
+    (out / "pid").write_text(str(proc.pid))
+    config._attnbook_build = proc
+
+
+def pytest_sessionfinish(session):
+    proc = getattr(session.config, "_attnbook_build", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+    if proc is not None:
+        proc.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether the background build is still running (a finished one is a zombie)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        if Path("/proc/self").exists():
+            return False
+    try:  # no /proc (macOS)
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
-    """Build the book once per run into a temporary folder with -W -n --keep-going.
+    """The book built once per run into a temporary folder with -W -n --keep-going.
 
     Returns a dict: ``returncode``, ``log`` (the build's output) and ``html`` (a Path).
     """
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # shared by every worker of this run
-    out = base / "book-build"
-    result_file = base / "book-build.json"
-    with open(base / "book-build.lock", "w") as lock:
+    out = _shared_dir(tmp_path_factory.getbasetemp()) / "book-build"
+    result_file = out / site_build.RESULT
+    pidfile = out / "pid"
+    if pidfile.exists():  # started in the background by the controller: wait for it
+        pid, deadline = int(pidfile.read_text()), time.monotonic() + BUILD_TIMEOUT
+        while not result_file.exists() and _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    if not result_file.exists():
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out.parent / "book-build.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not result_file.exists():
+                    site_build.write_result(out, site_build.build(out))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+    result = json.loads(result_file.read_text())
+    return {**result, "html": Path(result["html"])}
+
+
+@pytest.fixture(scope="session")
+def site_tour(built_site, tmp_path_factory):
+    """What chromium saw on its one tour of the built site (tests/site_tour.py), as JSON."""
+    import site_tour as tour
+
+    if not Path(tour.CHROMIUM).exists():
+        pytest.skip("chromium is not installed: run `apt-get install chromium` (Debian/Ubuntu), "
+                    "or set CHROMIUM=/path/to/chromium")
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing: "
+                        "`pip install -r requirements.txt` (never `playwright install`: the "
+                        "tests use Debian's chromium)")
+    if built_site["returncode"] != 0:
+        pytest.fail("the book did not build (see test_site.py)")
+    shared = _shared_dir(tmp_path_factory.getbasetemp())
+    result_file = shared / "site-tour.json"
+    with open(shared / "site-tour.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
-            if result_file.exists():
-                result = json.loads(result_file.read_text())
-            else:
-                if out.exists():
-                    shutil.rmtree(out)
-                out.mkdir()
-                result = _build(out)
+            if not result_file.exists():
+                try:
+                    result = tour.run_tour(built_site["html"])
+                except Exception:
+                    result = {"error": traceback.format_exc()}
                 result_file.write_text(json.dumps(result))
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)
-    return {**result, "html": Path(result["html"])}
+    result = json.loads(result_file.read_text())
+    if "error" in result:
+        pytest.fail("the browser's tour of the site failed:\n" + result["error"], pytrace=False)
+    return result
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -1,8 +1,9 @@
 """The built site in a real browser: Debian's chromium, driven by Playwright for Python.
 
-The book is built once (see ``built_site`` in conftest.py) and served on 127.0.0.1 on a
-free port. One browser visits every page once, with every request to another host
-blocked and counted, and the tests below check what it saw:
+The book is built once (``built_site`` in conftest.py) and served on 127.0.0.1 on a
+free port. One browser tours the site once (tests/site_tour.py: every page visited
+once, with every request to another host blocked and counted), and the tests below
+check what it saw:
 
 - no request fails, and no request goes to another host (the count must be zero);
 - no console error except the allow-list below (known theme noise, with reasons);
@@ -28,34 +29,16 @@ use another binary.
 
 from __future__ import annotations
 
-import functools
-import http.server
-import os
 import re
-import shutil
-import threading
-import time
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-if not Path(CHROMIUM).exists():
-    pytest.skip("chromium is not installed: run `apt-get install chromium` (Debian/Ubuntu), "
-                "or set CHROMIUM=/path/to/chromium", allow_module_level=True)
-try:
-    from playwright.sync_api import sync_playwright
-except ImportError:  # pragma: no cover
-    pytest.skip("Playwright for Python is missing: `pip install -r requirements.txt` "
-                "(never `playwright install`: the tests use Debian's chromium)", allow_module_level=True)
+from site_tour import CHAPTER, DESKTOP, SEARCHES
 
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+ROOT = Path(__file__).resolve().parents[1]
 PAGE_BUDGET = 1_500_000  # bytes: HTML plus images of one chapter page
-SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
-CHAPTER = "chapters/01_three_tokens.html"  # the page screenshotted in light and dark mode
-DESKTOP = {"width": 1280, "height": 900}  # every page is visited at this size
 
 # Console messages that are known noise of the theme, not the book's doing. Keep it short.
 CONSOLE_ALLOW = [
@@ -64,105 +47,6 @@ CONSOLE_ALLOW = [
     (r"Got invalid theme mode",
      "pydata-sphinx-theme on a first visit, before a light/dark choice is stored; it resets to auto"),
 ]
-
-# (query, page whose title contains it): the search must list that page among its first results.
-SEARCHES = [
-    ("three tokens", "chapters/01_three_tokens.html"),
-    ("softmax safely", "chapters/03_softmax.html"),
-    ("rotary position", "chapters/13_rope.html"),
-    ("latent attention", "chapters/16_latent_attention.html"),
-    ("FlashAttention", "chapters/17_flash_attention.html"),
-]
-
-# What the browser collects on each page after it has loaded, MathJax has typeset and every
-# image has loaded (lazy images are made eager first).
-COLLECT = """
-async () => {
-  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
-    await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
-  }
-  for (const img of document.images) { img.loading = "eager"; }
-  await Promise.all([...document.images].map(img => img.complete ? null :
-      new Promise(r => { img.addEventListener("load", r); img.addEventListener("error", r);
-                         setTimeout(r, 10000); })));
-  await document.fonts.ready;
-  if (window.attnbookLiveReady) await window.attnbookLiveReady;  // live figures drawn
-  const main = document.querySelector("main") || document.body;
-  return {
-    title: document.title,
-    url: location.href,
-    math: main.querySelectorAll(".math").length,
-    mathjax: main.querySelectorAll("mjx-container").length,
-    mathErrors: document.querySelectorAll("mjx-merror, .MathJax_Error").length,
-    rawTex: [...main.querySelectorAll(".math")].filter(e => !e.querySelector("mjx-container"))
-              .map(e => e.textContent.slice(0, 80)),
-    images: [...document.images].map(img => ({
-      src: img.currentSrc || img.src, alt: (img.getAttribute("alt") || "").trim(),
-      width: img.naturalWidth, content: !!img.closest("main")})),
-    links: [...document.querySelectorAll("a[href]")].map(a => a.href),
-    ids: [...document.querySelectorAll("[id]")].map(e => e.id)
-           .concat([...document.querySelectorAll("a[name]")].map(a => a.name)),
-    // widget views not drawn by the site's loader of live figures (attnbook/live)
-    widgetViews: [...document.querySelectorAll('script[type="application/vnd.jupyter.widget-view+json"]')]
-        .filter(s => !(s.nextElementSibling && s.nextElementSibling.matches(".attnbook-live-host[data-live-ready]")))
-        .length + document.querySelectorAll(".jupyter-widgets, .widget-area").length,
-    widgetScripts: [...document.querySelectorAll("script[src]")].map(s => s.src)
-        .filter(s => /require(\\.min)?\\.js|jupyter-widgets|html-manager|embed-amd|ipywidgets/.test(s)),
-    emptyOutputs: [...main.querySelectorAll(".cell_output")].filter(o =>
-        !o.textContent.trim() && !o.querySelector("img, svg, table, mjx-container, iframe, video")).length,
-  };
-}
-"""
-
-# Draws every content image onto a small canvas and reports its least opaque pixel and the
-# brightness of its corners; also the page background, to confirm the page is really dark.
-FIGURE_BACKGROUNDS = """
-() => {
-  const lum = (r, g, b) => 0.2126 * r + 0.7152 * g + 0.0722 * b;
-  const bg = getComputedStyle(document.body).backgroundColor.match(/\\d+/g).map(Number);
-  const figures = [...document.querySelectorAll("main img")].filter(
-      img => img.src.includes("/_images/")).map(img => {
-    const c = document.createElement("canvas"); c.width = 64; c.height = 64;
-    const ctx = c.getContext("2d");
-    ctx.drawImage(img, 0, 0, 64, 64);
-    const d = ctx.getImageData(0, 0, 64, 64).data;
-    let minAlpha = 255;
-    for (let i = 3; i < d.length; i += 4) minAlpha = Math.min(minAlpha, d[i]);
-    const corner = k => lum(d[k], d[k + 1], d[k + 2]);
-    const n = 64 * 4;
-    const corners = [corner(0), corner(n - 4), corner(d.length - n), corner(d.length - 4)];
-    return {src: img.src.split("/").pop(), minAlpha, cornerLuminance: Math.min(...corners)};
-  });
-  return {theme: document.documentElement.dataset.theme, bodyLuminance: lum(...bg.slice(0, 3)), figures};
-}
-"""
-
-
-# Opens every collapsed solution and hidden input, then lists the code blocks and text
-# outputs (every <pre> in the article) that scroll sideways, with their longest line.
-SIDEWAYS = """
-() => {
-  for (const d of document.querySelectorAll("main details")) d.open = true;
-  for (const e of document.querySelectorAll("main .toggle-hidden")) e.classList.remove("toggle-hidden");
-  const scrolls = e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== "visible";
-  const blocks = [...document.querySelectorAll("main pre")];
-  return {count: blocks.length, sideways: blocks.map((pre, index) => {
-    const box = [pre, pre.parentElement].find(scrolls);
-    if (!box) return null;
-    const lines = pre.textContent.split("\\n");
-    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
-    const kind = pre.closest(".cell_output") ? "text output"
-               : pre.closest(".cell_input") ? "code cell" : "code block";
-    return {index, kind, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth,
-            longest: longest.length, line: longest.trim().slice(0, 70)};
-  }).filter(Boolean)};
-}
-"""
-
-
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture(scope="module")
@@ -173,89 +57,11 @@ def html(built_site):
 
 
 @pytest.fixture(scope="module")
-def base_url(html):
-    """Serve the built site on 127.0.0.1, on a free port chosen now."""
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield b
-        b.close()
-
-
-class Recorder:
-    """A browser context whose requests to other hosts are blocked; records what happens."""
-
-    def __init__(self, browser, base_url, **context_options):
-        self.base = base_url
-        self.context = browser.new_context(**context_options)
-        self.context.set_default_timeout(20_000)
-        self.blocked, self.failed, self.console, self.fetched = [], [], [], set()
-        self.where = "?"
-        self.context.route("**/*", self._route)
-        self.page = self.context.new_page()
-        self.page.on("console", lambda m: self.console.append((self.where, m.type, m.text)))
-        self.page.on("pageerror", lambda e: self.console.append((self.where, "pageerror", str(e))))
-        self.page.on("requestfailed", self._request_failed)
-        self.page.on("requestfinished", lambda r: self.fetched.add((self.where, r.url)))
-        self.page.on("response", lambda r: r.status >= 400 and self.failed.append(
-            (self.where, r.url, f"HTTP {r.status}")))
-
-    def _route(self, route):
-        url = route.request.url
-        if url.startswith(self.base) or url.startswith(("data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            self.blocked.append((self.where, url))
-            route.abort("blockedbyclient")
-
-    def _request_failed(self, request):
-        if request.url.startswith(self.base):
-            self.failed.append((self.where, request.url, request.failure))
-
-    def visit(self, path, collect=True):
-        self.where = path
-        self.page.goto(self.base + path, wait_until="load")
-        return self.page.evaluate(COLLECT) if collect else None
-
-    def close(self):
-        self.context.close()
-
-
-def site_pages(html: Path) -> list[str]:
-    """Every HTML page of the site, as paths relative to its root (index.html only redirects)."""
-    skip = ("_static/", "_sources/", "_images/")
-    return sorted(p.relative_to(html).as_posix() for p in html.rglob("*.html")
-                  if not p.relative_to(html).as_posix().startswith(skip)
-                  and p.relative_to(html).as_posix() != "index.html")
-
-
-@pytest.fixture(scope="module")
-def visits(browser, base_url, html):
-    """Visit every page once, in light mode. Returns {path: collected data} and the recorder."""
-    start = time.perf_counter()
-    rec = Recorder(browser, base_url, color_scheme="light", viewport=DESKTOP)
-    seen = {}
-    for path in site_pages(html):
-        seen[path] = rec.visit(path)
-        backgrounds = rec.page.evaluate(FIGURE_BACKGROUNDS)
-        seen[path]["figures"] = backgrounds["figures"]
-        if path == CHAPTER:  # the light half of test_chapter_in_light_and_dark_mode
-            seen[path]["backgrounds"] = backgrounds
-            SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-            rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-light.png"), full_page=True)
-        seen[path]["sideways"] = rec.page.evaluate(SIDEWAYS)
-    rec.close()
-    return {"pages": seen, "rec": rec, "seconds": time.perf_counter() - start}
+def visits(site_tour):
+    """What the tour saw on every page in light mode over http, and its records."""
+    http = site_tour["http"]
+    return {"pages": site_tour["pages"], "rec": http, "seconds": site_tour["crawl_seconds"],
+            "base_url": site_tour["base_url"]}
 
 
 def _allowed(text):
@@ -269,18 +75,18 @@ def test_every_page_was_visited(visits, html):
 
 
 def test_no_request_to_another_host(visits):
-    blocked = visits["rec"].blocked
+    blocked = visits["rec"]["blocked"]
     assert len(blocked) == 0, f"{len(blocked)} request(s) to other hosts (blocked):\n" + \
         "\n".join(f"  {page}: {url}" for page, url in blocked[:30])
 
 
 def test_no_failed_request(visits):
-    failed = visits["rec"].failed
+    failed = visits["rec"]["failed"]
     assert not failed, "failed requests:\n" + "\n".join(f"  {p}: {u} ({why})" for p, u, why in failed[:30])
 
 
 def test_no_console_error_beyond_the_allow_list(visits, record_property):
-    messages = visits["rec"].console
+    messages = visits["rec"]["console"]
     errors = [(p, kind, text) for p, kind, text in messages
               if kind in ("error", "pageerror") and not _allowed(text)]
     counts = {}
@@ -318,7 +124,8 @@ def test_every_image_loads_and_has_alt_text(visits):
     assert not problems, "\n".join(problems)
 
 
-def test_internal_links_and_anchors_resolve(visits, base_url, html):
+def test_internal_links_and_anchors_resolve(visits, html):
+    base_url = visits["base_url"]
     ids = {path: set(data["ids"]) for path, data in visits["pages"].items()}
     problems, checked = [], 0
     for path, data in visits["pages"].items():
@@ -352,7 +159,7 @@ def test_no_empty_widget_box_and_no_widget_javascript(visits, html):
             problems.append(f"{path}: widget JavaScript: {data['widgetScripts']}")
         if data["emptyOutputs"]:
             problems.append(f"{path}: {data['emptyOutputs']} empty output box(es)")
-    fetched = [url for _, url in visits["rec"].fetched if re.search(r"require(\.min)?\.js|jupyter-widgets|embed-amd", url)]
+    fetched = [url for _, url in visits["rec"]["fetched"] if re.search(r"require(\.min)?\.js|jupyter-widgets|embed-amd", url)]
     assert not fetched, f"widget JavaScript was loaded: {fetched}"
     assert not problems, "\n".join(problems)
 
@@ -378,20 +185,17 @@ def test_launch_and_download_buttons_on_every_chapter(visits):
 
 
 @pytest.mark.parametrize("query,expected", SEARCHES, ids=[q for q, _ in SEARCHES])
-def test_search_finds_the_chapter(browser, base_url, html, query, expected):
+def test_search_finds_the_chapter(site_tour, html, query, expected):
     if not (html / expected).exists():
         pytest.skip(f"{expected} is not in this build yet (the search for {query!r} needs it)")
-    rec = Recorder(browser, base_url)
-    try:
-        rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
-        rec.page.wait_for_selector("#search-results .search-summary:has-text('Search finished')")
-        results = rec.page.eval_on_selector_all("#search-results ul.search li > a",
-                                                "links => links.map(a => a.getAttribute('href'))")
-    finally:
-        rec.close()
+    results = site_tour["searches"][query]
     # Sphinx ranks every page with the term in a section title alike, so ask for the first five.
-    assert expected in results[:5], f"search for {query!r}: {expected} is not among the first results {results[:8]}"
-    assert not rec.blocked and not rec.failed
+    assert expected in results[:5], \
+        f"search for {query!r}: {expected} is not among the first results {results[:8]}"
+    where = "search.html?q=" + query.replace(" ", "+")
+    http = site_tour["http"]
+    assert not [u for w, u in http["blocked"] if w == where]
+    assert not [u for w, u, _ in http["failed"] if w == where]
 
 
 def test_every_figure_has_an_opaque_light_background(visits):
@@ -409,28 +213,23 @@ def test_every_figure_has_an_opaque_light_background(visits):
     assert visits["pages"][CHAPTER]["figures"], "no figures found on chapter 01"
 
 
-def test_chapter_in_light_and_dark_mode(browser, base_url, visits):
-    """Screenshots of one chapter in both modes; in dark mode every figure keeps its opaque background.
-
-    The light-mode page is the one `visits` saw (and screenshotted); only dark mode is visited here.
-    """
-    results = {"light": visits["pages"][CHAPTER]["backgrounds"]}
-    rec = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
-    try:
-        rec.visit(CHAPTER)
-        results["dark"] = rec.page.evaluate(FIGURE_BACKGROUNDS)
-        rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"), full_page=True)
-    finally:
-        rec.close()
-    assert not rec.blocked and not rec.failed
+def test_chapter_in_light_and_dark_mode(site_tour, visits):
+    """Chapter 01 in both modes (screenshots in _build/screenshots/); in dark mode every figure
+    keeps its opaque background. The tour visits the page once in each mode."""
+    results = {"light": visits["pages"][CHAPTER]["backgrounds"],
+               "dark": site_tour["dark"]["backgrounds"]}
+    assert not site_tour["dark"]["blocked"] and not site_tour["dark"]["failed"]
     assert results["light"]["theme"] == "light" and results["light"]["bodyLuminance"] > 200
     dark = results["dark"]
-    assert dark["theme"] == "dark" and dark["bodyLuminance"] < 80, f"the page is not in dark mode: {dark}"
+    assert dark["theme"] == "dark" and dark["bodyLuminance"] < 80, \
+        f"the page is not in dark mode: {dark}"
     assert dark["figures"], "no figures found on the chapter"
     for fig in dark["figures"]:
         # 255 is fully opaque; scaling to the 64x64 canvas may blend an edge pixel a little
-        assert fig["minAlpha"] >= 250, f"{fig['src']} has transparent pixels: unreadable on a dark page"
-        assert fig["cornerLuminance"] > 200, f"{fig['src']} has no light background in dark mode: {fig}"
+        assert fig["minAlpha"] >= 250, \
+            f"{fig['src']} has transparent pixels: unreadable on a dark page"
+        assert fig["cornerLuminance"] > 200, \
+            f"{fig['src']} has no light background in dark mode: {fig}"
 
 
 def test_no_code_block_or_output_scrolls_sideways_at_1280px(visits):
@@ -450,7 +249,7 @@ def test_page_weight(visits, html, record_property):
     """HTML plus images of each page; theme assets (_static) are counted once, for the whole site."""
     static, rows = set(), []
     per_page = {path: set() for path in visits["pages"]}
-    for where, url in visits["rec"].fetched:
+    for where, url in visits["rec"]["fetched"]:
         rel = unquote(urlsplit(url).path).lstrip("/")
         if rel.startswith("_static/"):
             static.add(rel)

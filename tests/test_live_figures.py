@@ -15,22 +15,18 @@ figure responds to its control offline, over http and over file://.
   zero console errors (beyond the theme's known noise), page weight within budget;
   screenshots of each figure at 1280 and 390 px go to _build/screenshots/.
 
-The browser tests use Debian's chromium (never `playwright install`) and skip
-without it.
+The browser tests check what chromium saw on its one tour of the built site
+(tests/site_tour.py, shared with test_browser.py): each chapter page is loaded once
+and everything above is done on it. They use Debian's chromium (never `playwright
+install`) and skip without it.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import http.server
 import json
-import os
 import re
 import shutil
-import threading
-from pathlib import Path
-from urllib.parse import urlsplit
 
 import numpy as np
 import pytest
@@ -38,36 +34,17 @@ import pytest
 pytest.importorskip("anywidget", reason="anywidget is missing: pip install -r requirements.txt")
 
 from attnbook import live, nbtools  # noqa: E402
+from site_tour import (  # noqa: E402
+    FORMAT_CASES, ROOT, SCREENSHOTS, live_chapters, live_states, notebook, the_figure)
 
-ROOT = Path(__file__).resolve().parents[1]
 # chapter -> the live figure it shows
-CHAPTERS = {"01_three_tokens": live.InputScale, "02_soft_lookup": live.QueryLookup,
-            "04_scaling": live.TemperatureBars, "06_masking": live.MaskEditor,
-            "15_grouped_query": live.KVCacheSizes,
-            "17_flash_attention": live.FlashBlocks}
+CHAPTERS = live_chapters()
 PAGE_BUDGET = 1_500_000  # bytes: a chapter page's HTML, images and the loader
-SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
 CONSOLE_ALLOW = [  # the theme's known noise (see tests/test_browser.py)
     r"Identifier 'THEBE_JS_URL' has already been declared",
     r"Got invalid theme mode",
     r"404.*favicon\.ico",  # the theme asks for a favicon the book does not have
 ]
-
-
-def notebook(stem):
-    return json.loads((ROOT / "chapters" / f"{stem}.ipynb").read_text(encoding="utf-8"))
-
-
-def live_states(nb):
-    state = nb["metadata"].get("widgets", {}).get(live.WIDGET_STATE, {}).get("state", {})
-    return {mid: m["state"] for mid, m in state.items() if live.is_live_figure(m)}
-
-
-def the_figure(stem):
-    """The live figure stored in a chapter, rebuilt in Python from its state."""
-    states = list(live_states(notebook(stem)).values())
-    assert len(states) == 1, f"{stem}: expected one live figure, found {len(states)}"
-    return CHAPTERS[stem].from_state(states[0])
 
 
 def stale(nb) -> list[str]:
@@ -222,18 +199,25 @@ def test_kv_cache_sizes_follow_the_formula_and_the_window():
         live.KVCacheSizes({"C": dict(layers=2, q_heads=4, kv_heads=2)})
 
 
-# --- the browser ---
+# --- the browser: what the tour of the site saw (tests/site_tour.py) ---
 
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+def _page(site_tour, stem):
+    data = site_tour["pages"].get(f"chapters/{stem}.html")
+    assert data is not None, f"the tour did not visit chapters/{stem}.html"
+    assert data["live"]["hosts"] == 1, "the live figure did not render"
+    return data["live"]
 
 
-def _browser_or_skip():
-    if not Path(CHROMIUM).exists():
-        pytest.skip("chromium is not installed: run `apt-get install chromium` (Debian/Ubuntu), "
-                    "or set CHROMIUM=/path/to/chromium")
-    return pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing: "
-                               "`pip install -r requirements.txt` (never `playwright install`)")
+def _problems(record, stem):
+    """Requests to other hosts and console errors seen on a chapter's page."""
+    where = f"chapters/{stem}.html"
+    external = [url for w, url in record["blocked"] if w == where]
+    errors = [f"{text}" for w, kind, text in record["console"]
+              if w == where and kind in ("error", "pageerror")
+              and not any(re.search(p, text) for p in CONSOLE_ALLOW)]
+    errors += [f"failed: {url} ({why})" for w, url, why in record["failed"]
+               if w == where and "favicon" not in url]
+    return external, errors
 
 
 @pytest.fixture(scope="module")
@@ -242,233 +226,96 @@ def site(built_site):
     return built_site["html"]
 
 
-@pytest.fixture(scope="module")
-def server(site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    handler = functools.partial(Quiet, directory=str(site))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = _browser_or_skip()
-    with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        yield b
-        b.close()
-
-
-class Visit:
-    """A page opened with every request to another host blocked and counted."""
-
-    def __init__(self, browser, url, width=1280, height=900):
-        self.context = browser.new_context(viewport={"width": width, "height": height})
-        self.page = self.context.new_page()
-        self.external, self.errors = [], []
-        local = urlsplit(url).netloc
-
-        def route(r):
-            u = urlsplit(r.request.url)
-            if u.scheme in ("file", "blob", "data") or u.netloc == local:
-                r.continue_()
-            else:
-                self.external.append(r.request.url)
-                r.abort()
-
-        self.page.route("**/*", route)
-        self.page.on("console", lambda m: self.errors.append(
-            f"{m.text} ({m.location.get('url', '')})") if m.type == "error" else None)
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("requestfailed", lambda r: self.errors.append(f"failed: {r.url}")
-                     if "favicon" not in r.url and r.url not in self.external else None)
-        self.page.goto(url)
-        self.page.wait_for_function("window.attnbookLiveReady !== undefined", timeout=15000)
-        self.page.evaluate("window.attnbookLiveReady")
-        self.host = self.page.locator(".attnbook-live-host")
-        assert self.host.count() == 1, "the live figure did not render"
-
-    def numbers(self):
-        return self.host.locator("[data-live-number]").all_text_contents()
-
-    def problems(self):
-        errors = [e for e in self.errors if not any(re.search(p, e) for p in CONSOLE_ALLOW)]
-        return self.external, errors
-
-    def close(self):
-        self.context.close()
-
-
-SWEEP = """
-(values) => {
-  const host = document.querySelector(".attnbook-live-host");
-  const input = host.querySelector("input[type=range]");
-  return values.map((v) => {
-    input.value = String(v);
-    input.dispatchEvent(new Event("input", { bubbles: true }));
-    return [Number(input.value),
-            [...host.querySelectorAll("[data-live-number]")].map((e) => e.textContent)];
-  });
-}
-"""
-
-# Every mask of every row (the rows are independent), in Gray-code order, one click per
-# step, the other rows causal; returns [mask, numbers] after each click.
-MASK_SWEEP = """
-() => {
-  const host = document.querySelector(".attnbook-live-host");
-  const causal = [...host.querySelectorAll("button")].find((b) => b.textContent === "causal mask");
-  const n = host.querySelectorAll("rect[data-row='0']").length;
-  const seen = [];
-  const click = (i, j) => host.querySelector(`rect[data-row='${i}'][data-col='${j}']`)
-      .dispatchEvent(new MouseEvent("click", { bubbles: true }));
-  for (let i = 0; i < n; i++) {
-    causal.click();
-    const mask = [...Array(n)].map((_, a) => [...Array(n)].map((_, b) => b <= a));
-    for (let k = 0; k < (1 << n); k++) {
-      const g = k ^ (k >> 1);
-      for (let j = 0; j < n; j++) {
-        const want = Boolean((g >> j) & 1);
-        if (mask[i][j] !== want) { click(i, j); mask[i][j] = want; }
-      }
-      seen.push([mask.map((r) => r.slice()),
-                 [...host.querySelectorAll("[data-live-number]")].map((e) => e.textContent)]);
-    }
-  }
-  return seen;
-}
-"""
-
-
 @pytest.mark.parametrize("stem", CHAPTERS)
-def test_parity_with_the_answer_key_over_the_whole_range(stem, browser, server):
-    fig = the_figure(stem)
-    visit = Visit(browser, f"{server}/chapters/{stem}.html")
-    try:
-        assert visit.numbers() == fig.numbers(), "the figure as the page opens"
-        if isinstance(fig, live.SliderFigure):
-            values = fig.control_values()
-            seen = visit.page.evaluate(SWEEP, values)
-            assert [v for v, _ in seen] == values, "the slider did not take every value"
-        else:
-            seen = visit.page.evaluate(MASK_SWEEP)
-            assert len(seen) == len(fig.tokens) * 2 ** len(fig.tokens)
-        wrong = [(v, shown, fig.numbers(v)) for v, shown in seen if shown != fig.numbers(v)]
-        assert not wrong, f"{len(wrong)} of {len(seen)} settings differ, e.g. {wrong[:2]}"
-        assert visit.problems() == ([], [])
-    finally:
-        visit.close()
+def test_parity_with_the_answer_key_over_the_whole_range(stem, site_tour):
+    """On the page over http, every slider value (every mask of every row) shows the numbers
+    the answer key gives, formatted by Python."""
+    fig, shown = the_figure(stem), _page(site_tour, stem)
+    assert shown["initial"] == fig.numbers(), "the figure as the page opens"
+    seen = shown["sweep"]
+    if isinstance(fig, live.SliderFigure):
+        assert [v for v, _ in seen] == fig.control_values(), "the slider did not take every value"
+        wrong = [(v, got, fig.numbers(v)) for v, got in seen if got != fig.numbers(v)]
+    else:
+        assert len(seen) == len(fig.tokens) * 2 ** len(fig.tokens)
+        wrong = [(m, got, fig.numbers(np.array(m, dtype=bool))) for m, got in seen
+                 if got != fig.numbers(np.array(m, dtype=bool))]
+    assert not wrong, f"{len(wrong)} of {len(seen)} settings differ, e.g. {wrong[:2]}"
+    assert _problems(site_tour["http"], stem) == ([], [])
 
 
-FORMAT_CASES = [0.125, 0.375, 2.5, 0.5, 1.5, 0.005, 0.015, 1.005, 0.0, -0.0, -0.001,
-                1e-7, 0.9999, 0.99951, 123.456, 2.675, 1 / 3, 2 / 3, 168.0004, 174.99955]
-
-
-def test_python_formatting_in_javascript(browser, server):
+def test_python_formatting_in_javascript(site_tour):
     """core.js's pyFixed formats like Python, ties included (toFixed does not)."""
-    cases = FORMAT_CASES + list(np.random.default_rng(0).uniform(0, 1, 300))
-    cases += [k / 2 ** 10 for k in range(0, 1025, 7)]  # many exact binary ties
-    visit = Visit(browser, f"{server}/chapters/04_scaling.html")
-    try:
-        esm = live.esm_source(live.TemperatureBars.js_file)
-        got = visit.page.evaluate(
-            """async ([esm, cases]) => {
-                 const src = esm + "\\nexport { pyFixed };";
-                 const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
-                 const { pyFixed } = await import(url);
-                 return cases.map((x) => [0, 1, 2, 3].map((d) => pyFixed(x, d)));
-               }""", [esm, [float(x) for x in cases]])
-        want = [[f"{x:.{d}f}" for d in range(4)] for x in cases]
-        assert got[:len(FORMAT_CASES)] == want[:len(FORMAT_CASES)]
-        assert got == want
-    finally:
-        visit.close()
+    run = _page(site_tour, "04_scaling")["pyfixed"]
+    cases, got = run["cases"], run["got"]
+    assert len(cases) > 400 and cases[:len(FORMAT_CASES)] == FORMAT_CASES
+    want = [[f"{x:.{d}f}" for d in range(4)] for x in cases]
+    assert got[:len(FORMAT_CASES)] == want[:len(FORMAT_CASES)]
+    assert got == want
 
 
-def _drag(page, slider, fraction):
-    slider.scroll_into_view_if_needed()
-    box = slider.bounding_box()
-    y = box["y"] + box["height"] / 2
-    value = float(slider.input_value())
-    lo, hi = float(slider.get_attribute("min")), float(slider.get_attribute("max"))
-    x0 = box["x"] + 8 + (box["width"] - 16) * (value - lo) / (hi - lo)  # the thumb
-    page.mouse.move(x0, y)
-    page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * fraction, y, steps=8)
-    page.mouse.up()
-    return float(slider.input_value())
+def _check_steps(fig, steps, full=True):
+    """The numbers after each step of the tour's interaction equal the answer key's."""
+    if isinstance(fig, live.SliderFigure):
+        drags = [s for s in steps if s[0] == "drag"]
+        assert len(drags) == (2 if full else 1)
+        for _, value, numbers, extra in drags:
+            assert value != extra["start"], \
+                f"dragging to {extra['fraction']:.0%} did not move the slider"
+            assert value in fig.control_values()
+            assert numbers == fig.numbers(value), f"at {value}"
+            digits = getattr(fig, "readout_digits", 2)  # 0: a count
+            assert extra["readout"] == f"{value:.{digits}f}"
+        if full:
+            keys = {s[0]: s for s in steps}
+            assert keys["Home"][1] == fig.min and keys["Home"][2] == fig.numbers(fig.min)
+            second = fig.control_values()[1]
+            assert keys["ArrowRight"][1] == second
+            assert keys["ArrowRight"][2] == fig.numbers(second)
+        return
+    mask = np.array(fig.mask, dtype=bool)
+    for what, where, numbers, extra in steps:
+        if what == "causal":
+            assert numbers == fig.numbers(fig.causal)
+            assert 'hidden from "People"' in extra["caption"]
+            assert 'fully_masked="zeros"' in extra["caption"]
+            assert "no key: all 0" in extra["svg"]
+            continue
+        i, j = where
+        mask[i, j] = not mask[i, j]
+        assert numbers == fig.numbers(mask), f"after {what} on ({i}, {j})"
+    assert [s[0] for s in steps] == (["click"] * 3 + ["Enter", "Space", "causal"] if full
+                                     else ["click"])
 
 
 @pytest.mark.parametrize("scheme", ["http", "file"])
 @pytest.mark.parametrize("stem", CHAPTERS)
-def test_the_figure_responds_on_the_site_offline(stem, scheme, browser, server, site):
+def test_the_figure_responds_on_the_site_offline(stem, scheme, site_tour):
+    """Dragged with the mouse and driven from the keyboard (a mask: cells clicked and
+    toggled with Enter and Space) over http; opened from the folder (file://) and moved
+    once. No request leaves the machine, no console error."""
     fig = the_figure(stem)
-    base = server if scheme == "http" else (site.resolve().as_uri())
-    visit = Visit(browser, f"{base}/chapters/{stem}.html")
-    page = visit.page
-    try:
-        assert visit.numbers() == fig.numbers()
-        if isinstance(fig, live.SliderFigure):
-            slider = visit.host.locator("input[type=range]")
-            for fraction in (0.8, 0.3):
-                start = float(slider.input_value())
-                value = _drag(page, slider, fraction)
-                assert value != start, f"dragging to {fraction:.0%} did not move the slider"
-                assert value in fig.control_values()
-                assert visit.numbers() == fig.numbers(value), f"at {value}"
-                readout = visit.host.locator("output").text_content()
-                digits = getattr(fig, "readout_digits", 2)  # 0: a count
-                assert readout == f"{value:.{digits}f}"
-            slider.focus()
-            page.keyboard.press("Home")
-            assert visit.numbers() == fig.numbers(fig.min)
-            page.keyboard.press("ArrowRight")
-            assert visit.numbers() == fig.numbers(fig.control_values()[1])
-        else:
-            mask = np.array(fig.mask, dtype=bool)
-            for i, j in [(3, 1), (0, 0), (3, 1)]:  # hide, empty row 0, show again
-                visit.host.locator(f"rect[data-row='{i}'][data-col='{j}']").click()
-                mask[i, j] = not mask[i, j]
-                assert visit.numbers() == fig.numbers(mask), f"after clicking ({i}, {j})"
-            cell = visit.host.locator("rect[data-row='2'][data-col='0']")
-            cell.focus()
-            page.keyboard.press("Enter")  # the keyboard toggles a cell too
-            mask[2, 0] = False
-            assert visit.numbers() == fig.numbers(mask)
-            page.keyboard.press(" ")
-            mask[2, 0] = True
-            assert visit.numbers() == fig.numbers(mask)
-            caption = visit.host.locator(".attnbook-live-caption").text_content()
-            assert 'hidden from "People"' in caption and 'fully_masked="zeros"' in caption
-            assert "no key: all 0" in visit.host.locator("svg").text_content()
-            visit.host.get_by_role("button", name="causal mask").click()
-            assert visit.numbers() == fig.numbers(fig.causal)
-        external, errors = visit.problems()
-        assert not external, f"requests to other hosts: {external}"
-        assert not errors, f"console errors: {errors}"
-    finally:
-        visit.close()
+    if scheme == "http":
+        shown, record = _page(site_tour, stem), site_tour["http"]
+        _check_steps(fig, shown["steps"])
+    else:
+        shown, record = site_tour["file"][stem], site_tour["file_record"]
+        assert shown["hosts"] == 1, "the live figure did not render from file://"
+        assert shown["initial"] == fig.numbers()
+        _check_steps(fig, shown["steps"], full=False)
+    external, errors = _problems(record, stem)
+    assert not external, f"requests to other hosts: {external}"
+    assert not errors, f"console errors: {errors}"
 
 
-@pytest.mark.parametrize("width,height", [(1280, 900), (390, 844)])
-def test_screenshots_and_fit(width, height, browser, server):
-    """Saves each figure at both widths (look at them) and checks it fits the column."""
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+@pytest.mark.parametrize("width", [1280, 390])
+def test_screenshots_and_fit(width, site_tour):
+    """Each figure is saved at both widths (look at them: _build/screenshots/live-*.png)
+    and fits the window."""
     for stem in CHAPTERS:
-        visit = Visit(browser, f"{server}/chapters/{stem}.html", width, height)
-        try:
-            figure = visit.page.locator(".attnbook-live")
-            figure.scroll_into_view_if_needed()
-            box = figure.bounding_box()
-            assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{stem} overflows at {width}"
-            figure.screenshot(path=str(SCREENSHOTS / f"live-{stem}-{width}.png"))
-        finally:
-            visit.close()
+        box = _page(site_tour, stem)["box"][str(width)]
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, f"{stem} overflows at {width}"
+        assert (SCREENSHOTS / f"live-{stem}-{width}.png").stat().st_size > 1000
 
 
 def test_pages_load_no_widget_manager_and_stay_within_budget(site):
@@ -489,18 +336,7 @@ def test_pages_load_no_widget_manager_and_stay_within_budget(site):
 
 
 @pytest.mark.parametrize("stem", CHAPTERS)
-def test_without_javascript_a_note_stands_in_for_the_figure(stem, browser, server):
-    note = "This live figure needs JavaScript"
-    context = browser.new_context(java_script_enabled=False)
-    try:
-        page = context.new_page()
-        page.goto(f"{server}/chapters/{stem}.html")
-        assert page.locator("noscript[data-attnbook-live] em", has_text=note).is_visible()
-    finally:
-        context.close()
-    visit = Visit(browser, f"{server}/chapters/{stem}.html")
-    try:  # with JavaScript, the note's output box is hidden, not left empty
-        assert visit.page.locator("noscript[data-attnbook-live]").count() == 1
-        assert not visit.page.locator(".output:has(> noscript[data-attnbook-live])").is_visible()
-    finally:
-        visit.close()
+def test_without_javascript_a_note_stands_in_for_the_figure(stem, site_tour):
+    assert site_tour["nojs"][stem], "without JavaScript, the note is not shown"
+    shown = _page(site_tour, stem)  # with JavaScript, the note's box is hidden, not left empty
+    assert shown["noscript"] == 1 and not shown["noscript_box_visible"]

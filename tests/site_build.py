@@ -1,0 +1,52 @@
+"""Build the book into a throwaway folder, as `make book` does (-W -n --keep-going).
+
+Used by the ``built_site`` fixture (conftest.py). ``python tests/site_build.py OUT`` builds
+into OUT/src/_build/html and writes OUT/book-build.json (return code, log, html path)
+when done; `make test` starts it in the background as the run begins (conftest.py,
+``pytest_sessionstart``), so that no test worker waits for the build with nothing to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# Folders never copied into the throwaway build tree (big, or not part of the book).
+BUILD_IGNORE = (".venv", "_build", ".git", "__pycache__", ".pytest_cache", ".hypothesis",
+                "student", "slides", "wheelhouse", ".ipynb_checkpoints", "node_modules")
+RESULT = "book-build.json"
+
+
+def build(out: Path) -> dict:
+    """Copy the book into out/src and build it there; returns returncode, log and html."""
+    src = out / "src"
+    if src.exists():
+        shutil.rmtree(src)
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*BUILD_IGNORE))
+    jb = Path(sys.executable).with_name("jupyter-book")
+    proc = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"],
+                          capture_output=True, text=True,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    return {"returncode": proc.returncode, "log": proc.stdout + proc.stderr,
+            "html": str(src / "_build" / "html")}
+
+
+def write_result(out: Path, result: dict) -> None:
+    tmp = out / (RESULT + ".tmp")
+    tmp.write_text(json.dumps(result))
+    tmp.replace(out / RESULT)  # atomic: a reader sees all of it or nothing
+
+
+if __name__ == "__main__":
+    target = Path(sys.argv[1])
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        outcome = build(target)
+    except Exception as exc:  # the waiting tests report it
+        outcome = {"returncode": -1, "log": f"the build crashed: {exc!r}", "html": ""}
+    write_result(target, outcome)

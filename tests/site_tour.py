@@ -1,0 +1,503 @@
+"""One tour of the built site in chromium, shared by the browser tests.
+
+tests/test_browser.py (the whole site) and tests/test_live_figures.py (the live
+figures) check what one browser saw on one tour, instead of each opening its own
+pages: loading a chapter page (theme scripts, MathJax typesetting) is what costs,
+so every page is loaded once where one load can show everything. The tour:
+
+1. light mode, 1280 x 900, over http (the site served on 127.0.0.1), in one browser
+   context: every page of the site once. On each page it collects what the tests
+   need (COLLECT: titles, math, images, links, ids, widget leftovers; the figures'
+   backgrounds; code blocks that scroll sideways, measured last because it opens
+   every solution). On a chapter with a live figure it also, before the sideways
+   check: reads the numbers as the page opens; screenshots the figure at 1280 px and,
+   after resizing the window, at 390 px (and measures that it fits); drags the slider
+   with the mouse and presses keys (or clicks the mask's cells), recording the
+   numbers after each step; sweeps the control over its whole range. On chapter 04
+   it also runs core.js's number formatting on many values. Then the built-in search,
+   in the same context.
+2. dark mode: chapter 01 once (screenshot, figure backgrounds).
+3. file://: each live chapter, opened from the folder as a reader who downloaded
+   the site would; MathJax is not loaded there (the figure is what is checked;
+   MathJax is checked on every page in step 1): the figure draws and responds.
+4. JavaScript off: each live chapter shows the note that stands in for its figure.
+
+Every request to another host is blocked and recorded, with the page it came from,
+as are failed requests and console messages. The result is plain JSON, computed once
+per test run and shared by the xdist workers (see ``site_tour`` in conftest.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import http.server
+import json
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+DESKTOP = {"width": 1280, "height": 900}  # every page is visited at this size
+PHONE = {"width": 390, "height": 844}  # the live figures are also shot at this size
+SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
+CHAPTER = "chapters/01_three_tokens.html"  # the page screenshotted in light and dark mode
+NOSCRIPT_NOTE = "This live figure needs JavaScript"
+
+# (query, page whose title contains it): the search must list that page among its first results.
+SEARCHES = [
+    ("three tokens", "chapters/01_three_tokens.html"),
+    ("softmax safely", "chapters/03_softmax.html"),
+    ("rotary position", "chapters/13_rope.html"),
+    ("latent attention", "chapters/16_latent_attention.html"),
+    ("FlashAttention", "chapters/17_flash_attention.html"),
+]
+
+# Values core.js's pyFixed must format as Python does (ties included: toFixed does not).
+FORMAT_CASES = [0.125, 0.375, 2.5, 0.5, 1.5, 0.005, 0.015, 1.005, 0.0, -0.0, -0.001,
+                1e-7, 0.9999, 0.99951, 123.456, 2.675, 1 / 3, 2 / 3, 168.0004, 174.99955]
+
+
+def format_cases() -> list[float]:
+    cases = FORMAT_CASES + list(np.random.default_rng(0).uniform(0, 1, 300))
+    cases += [k / 2 ** 10 for k in range(0, 1025, 7)]  # many exact binary ties
+    return [float(x) for x in cases]
+
+
+def live_chapters() -> dict:
+    """chapter stem -> its live figure class (the chapters that show one)."""
+    from attnbook import live
+
+    return {"01_three_tokens": live.InputScale, "02_soft_lookup": live.QueryLookup,
+            "04_scaling": live.TemperatureBars, "06_masking": live.MaskEditor,
+            "15_grouped_query": live.KVCacheSizes,
+            "17_flash_attention": live.FlashBlocks}
+
+
+def notebook(stem):
+    return json.loads((ROOT / "chapters" / f"{stem}.ipynb").read_text(encoding="utf-8"))
+
+
+def live_states(nb):
+    from attnbook import live
+
+    state = nb["metadata"].get("widgets", {}).get(live.WIDGET_STATE, {}).get("state", {})
+    return {mid: m["state"] for mid, m in state.items() if live.is_live_figure(m)}
+
+
+def the_figure(stem):
+    """The live figure stored in a chapter, rebuilt in Python from its state."""
+    states = list(live_states(notebook(stem)).values())
+    assert len(states) == 1, f"{stem}: expected one live figure, found {len(states)}"
+    return live_chapters()[stem].from_state(states[0])
+
+
+# --- what the browser runs on a page ---
+
+# What the browser collects on each page after it has loaded, MathJax has typeset and every
+# image has loaded (lazy images are made eager first).
+COLLECT = """
+async () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await Promise.race([MathJax.startup.promise, new Promise(r => setTimeout(r, 10000))]);
+  }
+  for (const img of document.images) { img.loading = "eager"; }
+  await Promise.all([...document.images].map(img => img.complete ? null :
+      new Promise(r => { img.addEventListener("load", r); img.addEventListener("error", r);
+                         setTimeout(r, 10000); })));
+  await document.fonts.ready;
+  if (window.attnbookLiveReady) await window.attnbookLiveReady;  // live figures drawn
+  const main = document.querySelector("main") || document.body;
+  return {
+    title: document.title,
+    url: location.href,
+    math: main.querySelectorAll(".math").length,
+    mathjax: main.querySelectorAll("mjx-container").length,
+    mathErrors: document.querySelectorAll("mjx-merror, .MathJax_Error").length,
+    rawTex: [...main.querySelectorAll(".math")].filter(e => !e.querySelector("mjx-container"))
+              .map(e => e.textContent.slice(0, 80)),
+    images: [...document.images].map(img => ({
+      src: img.currentSrc || img.src, alt: (img.getAttribute("alt") || "").trim(),
+      width: img.naturalWidth, content: !!img.closest("main")})),
+    links: [...document.querySelectorAll("a[href]")].map(a => a.href),
+    ids: [...document.querySelectorAll("[id]")].map(e => e.id)
+           .concat([...document.querySelectorAll("a[name]")].map(a => a.name)),
+    // widget views not drawn by the site's loader of live figures (attnbook/live)
+    widgetViews: [...document.querySelectorAll(
+        'script[type="application/vnd.jupyter.widget-view+json"]')]
+        .filter(s => !(s.nextElementSibling &&
+                       s.nextElementSibling.matches(".attnbook-live-host[data-live-ready]")))
+        .length + document.querySelectorAll(".jupyter-widgets, .widget-area").length,
+    widgetScripts: [...document.querySelectorAll("script[src]")].map(s => s.src)
+        .filter(s => /require(\\.min)?\\.js|jupyter-widgets|html-manager|embed-amd|ipywidgets/
+                     .test(s)),
+    emptyOutputs: [...main.querySelectorAll(".cell_output")].filter(o =>
+        !o.textContent.trim() &&
+        !o.querySelector("img, svg, table, mjx-container, iframe, video")).length,
+  };
+}
+"""
+
+# Draws every content image onto a small canvas and reports its least opaque pixel and the
+# brightness of its corners; also the page background, to confirm the page is really dark.
+FIGURE_BACKGROUNDS = """
+() => {
+  const lum = (r, g, b) => 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  const bg = getComputedStyle(document.body).backgroundColor.match(/\\d+/g).map(Number);
+  const figures = [...document.querySelectorAll("main img")].filter(
+      img => img.src.includes("/_images/")).map(img => {
+    const c = document.createElement("canvas"); c.width = 64; c.height = 64;
+    const ctx = c.getContext("2d");
+    ctx.drawImage(img, 0, 0, 64, 64);
+    const d = ctx.getImageData(0, 0, 64, 64).data;
+    let minAlpha = 255;
+    for (let i = 3; i < d.length; i += 4) minAlpha = Math.min(minAlpha, d[i]);
+    const corner = k => lum(d[k], d[k + 1], d[k + 2]);
+    const n = 64 * 4;
+    const corners = [corner(0), corner(n - 4), corner(d.length - n), corner(d.length - 4)];
+    return {src: img.src.split("/").pop(), minAlpha, cornerLuminance: Math.min(...corners)};
+  });
+  return {theme: document.documentElement.dataset.theme,
+          bodyLuminance: lum(...bg.slice(0, 3)), figures};
+}
+"""
+
+# Opens every collapsed solution and hidden input, then lists the code blocks and text
+# outputs (every <pre> in the article) that scroll sideways, with their longest line.
+SIDEWAYS = """
+() => {
+  for (const d of document.querySelectorAll("main details")) d.open = true;
+  for (const e of document.querySelectorAll("main .toggle-hidden"))
+    e.classList.remove("toggle-hidden");
+  const scrolls = e => e.scrollWidth > e.clientWidth + 1 &&
+                       getComputedStyle(e).overflowX !== "visible";
+  const blocks = [...document.querySelectorAll("main pre")];
+  return {count: blocks.length, sideways: blocks.map((pre, index) => {
+    const box = [pre, pre.parentElement].find(scrolls);
+    if (!box) return null;
+    const lines = pre.textContent.split("\\n");
+    const longest = lines.reduce((a, b) => (b.length > a.length ? b : a), "");
+    const kind = pre.closest(".cell_output") ? "text output"
+               : pre.closest(".cell_input") ? "code cell" : "code block";
+    return {index, kind, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth,
+            longest: longest.length, line: longest.trim().slice(0, 70)};
+  }).filter(Boolean)};
+}
+"""
+
+NUMBERS = """
+() => [...document.querySelectorAll(".attnbook-live-host [data-live-number]")]
+        .map((e) => e.textContent)
+"""
+
+SWEEP = """
+(values) => {
+  const host = document.querySelector(".attnbook-live-host");
+  const input = host.querySelector("input[type=range]");
+  return values.map((v) => {
+    input.value = String(v);
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+    return [Number(input.value),
+            [...host.querySelectorAll("[data-live-number]")].map((e) => e.textContent)];
+  });
+}
+"""
+
+# Every mask of every row (the rows are independent), in Gray-code order, one click per
+# step, the other rows causal; returns [mask, numbers] after each click.
+MASK_SWEEP = """
+() => {
+  const host = document.querySelector(".attnbook-live-host");
+  const causal = [...host.querySelectorAll("button")]
+      .find((b) => b.textContent === "causal mask");
+  const n = host.querySelectorAll("rect[data-row='0']").length;
+  const seen = [];
+  const click = (i, j) => host.querySelector(`rect[data-row='${i}'][data-col='${j}']`)
+      .dispatchEvent(new MouseEvent("click", { bubbles: true }));
+  for (let i = 0; i < n; i++) {
+    causal.click();
+    const mask = [...Array(n)].map((_, a) => [...Array(n)].map((_, b) => b <= a));
+    for (let k = 0; k < (1 << n); k++) {
+      const g = k ^ (k >> 1);
+      for (let j = 0; j < n; j++) {
+        const want = Boolean((g >> j) & 1);
+        if (mask[i][j] !== want) { click(i, j); mask[i][j] = want; }
+      }
+      seen.push([mask.map((r) => r.slice()),
+                 [...host.querySelectorAll("[data-live-number]")].map((e) => e.textContent)]);
+    }
+  }
+  return seen;
+}
+"""
+
+# core.js's pyFixed, imported from the figure's own module, on many values and digits.
+PYFIXED = """
+async ([esm, cases]) => {
+  const src = esm + "\\nexport { pyFixed };";
+  const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
+  const { pyFixed } = await import(url);
+  return cases.map((x) => [0, 1, 2, 3].map((d) => pyFixed(x, d)));
+}
+"""
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@contextlib.contextmanager
+def serve(html: Path):
+    """Serve the built site on 127.0.0.1, on a free port chosen now; yields its base URL."""
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class Recorder:
+    """A browser context whose requests to other hosts are blocked; records what happens.
+
+    Everything is recorded with ``where``, the page being visited. ``stub`` lists URL
+    fragments answered with an empty script instead of the file (MathJax, on file://).
+    """
+
+    def __init__(self, browser, base_url, stub=(), **context_options):
+        self.base, self.stub = base_url, stub
+        self.context = browser.new_context(**context_options)
+        self.context.set_default_timeout(20_000)
+        self.blocked, self.failed, self.console, self.fetched = [], [], [], []
+        self.where = "?"
+        self.context.route("**/*", self._route)
+        self.page = self.context.new_page()
+        self.page.on("console", lambda m: self.console.append([self.where, m.type, m.text]))
+        self.page.on("pageerror", lambda e: self.console.append(
+            [self.where, "pageerror", str(e)]))
+        self.page.on("requestfailed", self._request_failed)
+        self.page.on("requestfinished", lambda r: self.fetched.append([self.where, r.url]))
+        self.page.on("response", lambda r: r.status >= 400 and self.failed.append(
+            [self.where, r.url, f"HTTP {r.status}"]))
+
+    def _route(self, route):
+        url = route.request.url
+        if url.startswith(self.base) and any(s in url for s in self.stub):
+            route.fulfill(status=200, body="", content_type="text/javascript")
+        elif url.startswith(self.base) or url.startswith(("data:", "blob:", "about:")):
+            route.continue_()
+        else:
+            self.blocked.append([self.where, url])
+            route.abort("blockedbyclient")
+
+    def _request_failed(self, request):
+        if request.url.startswith(self.base):
+            self.failed.append([self.where, request.url, request.failure])
+
+    def visit(self, path, collect=True):
+        self.where = path
+        self.page.goto(self.base + path, wait_until="load")
+        return self.page.evaluate(COLLECT) if collect else None
+
+    def record(self) -> dict:
+        return {"blocked": self.blocked, "failed": self.failed, "console": self.console,
+                "fetched": self.fetched}
+
+    def close(self):
+        self.context.close()
+
+
+def site_pages(html: Path) -> list[str]:
+    """Every HTML page of the site, relative to its root (index.html only redirects)."""
+    skip = ("_static/", "_sources/", "_images/")
+    pages = (p.relative_to(html).as_posix() for p in html.rglob("*.html"))
+    return sorted(p for p in pages if not p.startswith(skip) and p != "index.html")
+
+
+# --- the live figures ---
+
+def _numbers(page):
+    return page.evaluate(NUMBERS)
+
+
+def _drag(page, slider, fraction):
+    slider.scroll_into_view_if_needed()
+    box = slider.bounding_box()
+    y = box["y"] + box["height"] / 2
+    value = float(slider.input_value())
+    lo, hi = float(slider.get_attribute("min")), float(slider.get_attribute("max"))
+    x0 = box["x"] + 8 + (box["width"] - 16) * (value - lo) / (hi - lo)  # the thumb
+    page.mouse.move(x0, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * fraction, y, steps=8)
+    page.mouse.up()
+    return float(slider.input_value())
+
+
+def _interact(page, fig, full=True) -> list:
+    """Drive the figure as a reader would; returns the steps: [what, control, numbers, extra].
+
+    A slider is dragged with the mouse to 80 % and 30 % of its track (the readout is
+    recorded too), then Home and ArrowRight are pressed; a mask is clicked at (3, 1),
+    (0, 0) (emptying row 0) and (3, 1) again, then cell (2, 0) is toggled with Enter and
+    with Space, and finally the "causal mask" button is pressed. With full=False only the
+    first step is taken.
+    """
+    from attnbook import live
+
+    host = page.locator(".attnbook-live-host")
+    steps = []
+    if isinstance(fig, live.SliderFigure):
+        slider = host.locator("input[type=range]")
+        for fraction in ((0.8, 0.3) if full else (0.8,)):
+            start = float(slider.input_value())
+            value = _drag(page, slider, fraction)
+            steps.append(["drag", value, _numbers(page),
+                          {"start": start, "fraction": fraction,
+                           "readout": host.locator("output").text_content()}])
+        if full:
+            slider.focus()
+            page.keyboard.press("Home")
+            steps.append(["Home", float(slider.input_value()), _numbers(page), {}])
+            page.keyboard.press("ArrowRight")
+            steps.append(["ArrowRight", float(slider.input_value()), _numbers(page), {}])
+    else:
+        for i, j in ([(3, 1), (0, 0), (3, 1)] if full else [(3, 1)]):
+            host.locator(f"rect[data-row='{i}'][data-col='{j}']").click()
+            steps.append(["click", [i, j], _numbers(page), {}])
+        if full:
+            cell = host.locator("rect[data-row='2'][data-col='0']")
+            cell.focus()
+            page.keyboard.press("Enter")
+            steps.append(["Enter", [2, 0], _numbers(page), {}])
+            page.keyboard.press(" ")
+            steps.append(["Space", [2, 0], _numbers(page), {}])
+            extra = {"caption": host.locator(".attnbook-live-caption").text_content(),
+                     "svg": host.locator("svg").text_content()}
+            host.get_by_role("button", name="causal mask").click()
+            steps.append(["causal", None, _numbers(page), extra])
+    return steps
+
+
+def _figure_box(page, stem, size, shots: Path):
+    page.set_viewport_size(size)
+    figure = page.locator(".attnbook-live")
+    figure.scroll_into_view_if_needed()
+    box = figure.bounding_box()
+    figure.screenshot(path=str(shots / f"live-{stem}-{size['width']}.png"))
+    return box
+
+
+def _live_probe(page, stem, shots: Path) -> dict:
+    """Everything the live-figure tests check on a chapter page opened over http."""
+    from attnbook import live
+
+    fig = the_figure(stem)
+    out = {"hosts": page.locator(".attnbook-live-host").count(), "initial": _numbers(page),
+           "noscript": page.locator("noscript[data-attnbook-live]").count(),
+           "noscript_box_visible": page.locator(
+               ".output:has(> noscript[data-attnbook-live])").is_visible()}
+    if out["hosts"] != 1:
+        return out
+    out["box"] = {str(DESKTOP["width"]): _figure_box(page, stem, DESKTOP, shots),
+                  str(PHONE["width"]): _figure_box(page, stem, PHONE, shots)}
+    page.set_viewport_size(DESKTOP)
+    out["steps"] = _interact(page, fig)
+    if isinstance(fig, live.SliderFigure):
+        out["sweep"] = page.evaluate(SWEEP, fig.control_values())
+    else:
+        out["sweep"] = page.evaluate(MASK_SWEEP)
+    if stem == "04_scaling":
+        cases = format_cases()
+        esm = live.esm_source(live.TemperatureBars.js_file)
+        out["pyfixed"] = {"cases": cases, "got": page.evaluate(PYFIXED, [esm, cases])}
+    return out
+
+
+# --- the tour ---
+
+def run_tour(html: Path) -> dict:
+    """Take the tour (see the module's docstring); returns what was seen, as plain JSON."""
+    from playwright.sync_api import sync_playwright
+
+    started = time.perf_counter()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    live_stems = set(live_chapters())
+    result = {}
+    with serve(html) as base_url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        result["base_url"] = base_url
+        # 1. every page, light mode, http
+        rec = Recorder(browser, base_url, color_scheme="light", viewport=DESKTOP)
+        pages = {}
+        for path in site_pages(html):
+            data = rec.visit(path)
+            backgrounds = rec.page.evaluate(FIGURE_BACKGROUNDS)
+            data["figures"] = backgrounds["figures"]
+            if path == CHAPTER:  # the light half of the light/dark comparison
+                data["backgrounds"] = backgrounds
+                rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-light.png"),
+                                    full_page=True)
+            stem = Path(path).stem
+            if path.startswith("chapters/") and stem in live_stems:
+                data["live"] = _live_probe(rec.page, stem, SCREENSHOTS)
+            data["sideways"] = rec.page.evaluate(SIDEWAYS)
+            pages[path] = data
+        result["pages"] = pages
+        result["crawl_seconds"] = time.perf_counter() - started
+        searches = {}
+        for query, _ in SEARCHES:
+            rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
+            rec.page.wait_for_selector(
+                "#search-results .search-summary:has-text('Search finished')")
+            searches[query] = rec.page.eval_on_selector_all(
+                "#search-results ul.search li > a",
+                "links => links.map(a => a.getAttribute('href'))")
+        result["searches"] = searches
+        result["http"] = rec.record()
+        rec.close()
+        # 2. dark mode, one chapter
+        dark = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
+        dark.visit(CHAPTER)
+        result["dark"] = {"backgrounds": dark.page.evaluate(FIGURE_BACKGROUNDS), **dark.record()}
+        dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"),
+                             full_page=True)
+        dark.close()
+        # 3. file://, the live chapters, without MathJax
+        files = Recorder(browser, html.resolve().as_uri() + "/", stub=("/mathjax/",),
+                         viewport=DESKTOP)
+        result["file"] = {}
+        for stem in sorted(live_stems):
+            files.where = f"chapters/{stem}.html"
+            files.page.goto(files.base + files.where)
+            files.page.wait_for_function("window.attnbookLiveReady !== undefined",
+                                         timeout=15000)
+            files.page.evaluate("window.attnbookLiveReady")
+            result["file"][stem] = {
+                "hosts": files.page.locator(".attnbook-live-host").count(),
+                "initial": _numbers(files.page),
+                "steps": _interact(files.page, the_figure(stem), full=False)}
+        result["file_record"] = files.record()
+        files.close()
+        # 4. JavaScript off, the live chapters
+        context = browser.new_context(java_script_enabled=False)
+        page = context.new_page()
+        result["nojs"] = {}
+        for stem in sorted(live_stems):
+            page.goto(f"{base_url}chapters/{stem}.html")
+            result["nojs"][stem] = page.locator("noscript[data-attnbook-live] em",
+                                                has_text=NOSCRIPT_NOTE).is_visible()
+        context.close()
+        browser.close()
+    result["seconds"] = time.perf_counter() - started
+    return json.loads(json.dumps(result))  # plain JSON, as the other workers read it
