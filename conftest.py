@@ -1,4 +1,4 @@
-"""Skip the notebooks whose optional packages are not installed.
+"""Skip the notebooks whose optional packages are not installed; order a parallel run.
 
 A notebook declares what it needs beyond requirements.txt in its metadata,
 ``"attnbook": {"requires": ["torch"]}``. When such a package cannot be imported,
@@ -7,12 +7,21 @@ package and the command that installs it (``pytest -rs`` prints it). The skip
 mark is evaluated before nbval starts the notebook's kernel, so none is started.
 """
 
+from pathlib import Path
+
 import pytest
 
 from attnbook.nbtools import missing_requirements, skip_reason
 
 
 def pytest_collection_modifyitems(config, items):
+    _skip_missing_requirements(items)
+    if getattr(config.option, "numprocesses", None):
+        ranks = {}
+        items.sort(key=lambda item: ranks.setdefault(item.path, _rank(item.path)))
+
+
+def _skip_missing_requirements(items):
     verdicts = {}
     for item in items:
         path = getattr(item, "path", None)
@@ -23,3 +32,45 @@ def pytest_collection_modifyitems(config, items):
             verdicts[path] = skip_reason(missing) if missing else None
         if verdicts[path]:
             item.add_marker(pytest.mark.skip(reason=f"{path.name} {verdicts[path]}"))
+
+
+# --- scheduling a parallel run (`make test`: -n auto --dist loadfile) ---
+#
+# xdist's loadfile sends each file to one worker, biggest files (most tests) first. Here
+# the files that take longest go first instead, so that the run does not end with one
+# worker busy and the other idle: the browser's tour of the site (whose two test files
+# share one tour, so they go to one worker together; the site is built in the
+# background meanwhile, see tests/conftest.py), then the chapters (nbval; the bigger
+# notebook first), then the classroom kit, then the unit tests in their usual order.
+BROWSER_FILES = ("tests/test_browser.py", "tests/test_live_figures.py")
+
+
+def _rank(path: Path) -> tuple:
+    rel = path.resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+    if rel in BROWSER_FILES:
+        return (0, 0)
+    if path.suffix == ".ipynb":
+        return (1, -path.stat().st_size)
+    if rel == "tests/test_classroom.py":
+        return (2, 0)
+    return (3, 0)
+
+
+@pytest.hookimpl(optionalhook=True)  # known only when pytest-xdist is active
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class BookScheduling(LoadFileScheduling):
+        """loadfile, in the order of the collection (above), with the browser files as one."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            config.option.loadscopereorder = False
+
+        def _split_scope(self, nodeid):
+            path = nodeid.split("::", 1)[0]
+            return BROWSER_FILES[0] if path in BROWSER_FILES else path
+
+    return BookScheduling(config, log)
