@@ -53,13 +53,32 @@ $(TORCH_STAMP): requirements-torch.txt | $(STAMP)
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements-torch.txt
 	@touch $@
 
-book: $(STAMP)
-	$(BIN)/jupyter-book build . -W -n --keep-going
+# The site is rebuilt from scratch (no stale pages, no warning hidden by an incremental
+# build) whenever any file it is built from changed: every file of the book except the
+# tests, the virtual environment and what the commands make. Its log and exit code are
+# kept beside it; `make test` checks that very site (tests/conftest.py, built_site).
+SITE_INPUTS := $(shell find . \( -name .git -o -name .venv -o -name _build -o -name tests \
+	-o -name student -o -name slides -o -name wheelhouse -o -name __pycache__ \
+	-o -name .ipynb_checkpoints -o -name .pytest_cache \) -prune -o -type f -print)
+SITE := _build/html/.built
+
+$(SITE): $(STAMP) $(SITE_INPUTS)
+	rm -rf _build/html _build/.doctrees _build/book.log _build/book.returncode
+	mkdir -p _build
+	rc=0; $(BIN)/jupyter-book build . -W -n --keep-going 2>&1 | tee _build/book.log || rc=$$?; \
+	echo $$rc > _build/book.returncode
+	mkdir -p _build/html && touch $@
+
+book: $(SITE)
+	@rc=$$(cat _build/book.returncode); if [ "$$rc" != 0 ]; then \
+	    echo "The build failed or warned (exit code $$rc): see _build/book.log"; exit 1; fi
 	@echo
 	@echo "The site is in _build/html. Open file://$(CURDIR)/_build/html/index.html or run: make serve"
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist loadfile $(PYTEST_NB) --durations=10
+# The tests check the site in _build/html (built first if out of date; a build that warned
+# fails tests/test_site.py, and every other test still runs).
+test: $(STAMP) $(SITE)
+	ATTNBOOK_SITE=$(CURDIR)/_build $(BIN)/python -m pytest -n auto --dist loadfile $(PYTEST_NB) --durations=10
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) chapters

@@ -1,10 +1,12 @@
 """Shared fixtures: the book is built once per test run, and toured in chromium once.
 
-`make test` runs pytest with ``-n auto --dist loadfile``. The site is built once per run
-into a folder shared by every worker (``built_site``): in a parallel run the controller
-starts the build in the background as the run begins (``pytest_sessionstart``), so no
-worker sits idle waiting for it; otherwise the first worker to ask builds it, under a
-lock. Likewise the browser's tour of the built site (tests/site_tour.py) is taken once
+`make test` runs pytest with ``-n auto --dist loadfile`` on the site in _build/html,
+which `make` has (re)built from scratch if any of its inputs changed since the last
+build, keeping the build's log and exit code beside it (ATTNBOOK_SITE names that
+folder). Run without make, the site is built once per run into a folder shared by every
+worker (``built_site``): in a parallel run the controller starts the build in the
+background as the run begins (``pytest_sessionstart``), so no worker sits idle waiting
+for it; otherwise the first worker to ask builds it, under a lock. Likewise the browser's tour of the built site (tests/site_tour.py) is taken once
 (``site_tour``) and what it saw is shared, as JSON, by test_browser.py and
 test_live_figures.py; the scheduler in the root conftest.py runs those two files on one
 worker.
@@ -57,7 +59,7 @@ def pytest_sessionstart(session):
     config = session.config
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
-    if not _needs_site(config):
+    if not _needs_site(config) or os.environ.get("ATTNBOOK_SITE"):
         return
     out = config._tmp_path_factory.getbasetemp() / "book-build"
     out.mkdir(parents=True, exist_ok=True)
@@ -96,6 +98,12 @@ def built_site(tmp_path_factory):
 
     Returns a dict: ``returncode``, ``log`` (the build's output) and ``html`` (a Path).
     """
+    made = os.environ.get("ATTNBOOK_SITE")
+    if made:  # `make test`: the site `make` built in _build, up to date with every input
+        made = Path(made)
+        return {"returncode": int((made / "book.returncode").read_text()),
+                "log": (made / "book.log").read_text(encoding="utf-8", errors="replace"),
+                "html": made / "html"}
     out = _shared_dir(tmp_path_factory.getbasetemp()) / "book-build"
     result_file = out / site_build.RESULT
     pidfile = out / "pid"
