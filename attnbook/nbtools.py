@@ -368,6 +368,9 @@ def student_copy(nb: dict) -> dict:
 
 _DYNAMIC = {"exec", "eval", "globals", "locals", "vars", "setattr", "delattr", "__import__",
             "get_ipython", "compile"}
+# module functions that change process-wide state: calling one counts as a write to the module
+_GLOBAL_STATE = {"seed", "manual_seed", "set_printoptions", "set_default_dtype", "set_grad_enabled",
+                 "chdir", "use", "rc", "rcdefaults", "putenv"}
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 _SCOPES = _FUNCTIONS + (ast.ClassDef, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -414,7 +417,8 @@ def _nested(node, scope: _Scope, stack: list):
     else:  # a comprehension: the first iterable is evaluated outside, the targets are its own
         gens = node.generators
         stack.append(gens[0].iter)
-        parts = [g.target for g in gens] + [g.iter for g in gens[1:]] + [c for g in gens for c in g.ifs]
+        parts = [g.target for g in gens] + [g.iter for g in gens[1:]]
+        parts += [c for g in gens for c in g.ifs]
         parts += [node.key, node.value] if isinstance(node, ast.DictComp) else [node.elt]
         _scan(parts, inner)
         local = inner.binds - inner.globals
@@ -454,8 +458,10 @@ def _scan(nodes, scope: _Scope):
             if isinstance(node.func, ast.Name) and node.func.id in _DYNAMIC:
                 scope.dynamic = True
             if isinstance(node.func, ast.Attribute) and _root(node.func.value):
-                scope.mutated.add(("call", _root(node.func.value)))
-        elif isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+                kind = "store" if node.func.attr in _GLOBAL_STATE else "call"
+                scope.mutated.add((kind, _root(node.func.value)))
+        elif (isinstance(node, (ast.Attribute, ast.Subscript))
+              and not isinstance(node.ctx, ast.Load)):
             if _root(node.value):
                 scope.mutated.add(("store", _root(node.value)))
         stack.extend(ast.iter_child_nodes(node))
@@ -523,7 +529,8 @@ def student_slice(nb: dict, copy: dict | None = None) -> dict[int, str]:
     - tainted: every name a solution cell binds (assignment, for/with/except targets, walrus,
       del, def/class, import, ``global``) and the receiver of a method call or of a subscript or
       attribute store in it (``rng.normal()``, ``x[0] = 1``, ``x.append(1)``), except a name
-      only ever bound by imports (calling a module's function is not a write to the module);
+      only ever bound by imports (calling a module's function is not a write to the module,
+      unless it changes process-wide state: ``np.random.seed``, ``torch.manual_seed``, ...);
     - a cell using IPython syntax (magic, shell escape), ``exec``, ``eval``, ``globals()``,
       ``setattr``, ..., or one that does not parse: every code cell runs;
     - affected: a kept cell reading a tainted name; what it writes is tainted too;
@@ -578,7 +585,8 @@ def student_slice(nb: dict, copy: dict | None = None) -> dict[int, str]:
         if in_solution:
             tainted |= writes
         elif k in position and reads & tainted:
-            reason[position[k]] = f"reads {', '.join(sorted(reads & tainted)[:3])}: a solution wrote it"
+            hit = ", ".join(sorted(reads & tainted)[:3])
+            reason[position[k]] = f"reads {hit}: a solution wrote it"
             tainted |= writes
     for i in code:
         if i not in origin:
@@ -595,7 +603,8 @@ def student_slice(nb: dict, copy: dict | None = None) -> dict[int, str]:
         reads = info[origin[i]][0] if i in origin else stub_reads[i]
         for j in code:
             if j < i and j not in reason and j in origin and reads & info[origin[j]][1]:
-                reason[j] = f"writes {', '.join(sorted(reads & info[origin[j]][1])[:3])} for cell {i}"
+                hit = ", ".join(sorted(reads & info[origin[j]][1])[:3])
+                reason[j] = f"writes {hit} for cell {i}"
                 todo.append(j)
     return {i: reason[i] for i in sorted(reason)}
 

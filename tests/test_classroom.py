@@ -353,23 +353,28 @@ def execute_student_copy(kernel, nb, name, timeout=CELL_TIMEOUT, indices=None):
 
 
 def check_student_run(nb, name, ran):
-    """The cells that ran raised nothing (unless tagged raises-exception); stubs say "not done yet"."""
+    """The cells that ran raised nothing (unless tagged raises-exception).
+
+    Every exercise stub among them says "not done yet", and there is at least one."""
     stubs = 0
     for index, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code" or index not in ran:
             continue
         errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
-        assert not errors or "raises-exception" in cell["metadata"].get("tags", []), \
-            f"{name}: cell {index} raised {errors[0]['ename']}: {errors[0]['evalue']}\n{src(cell)[:300]}"
+        assert not errors or "raises-exception" in cell["metadata"].get("tags", []), (
+            f"{name}: cell {index} raised {errors[0]['ename']}: {errors[0]['evalue']}\n"
+            f"{src(cell)[:300]}")
         if nbtools.is_exercise_stub(cell):
             stubs += 1
             out = "".join(o.get("text", "") for o in cell["outputs"] if o["output_type"] == "stream")
-            assert "not done yet" in out, f"{name}: cell {index}: the checker did not say 'not done yet':\n{out}"
+            assert "not done yet" in out, \
+                f"{name}: cell {index}: the checker did not say 'not done yet':\n{out}"
     assert stubs >= 1, f"{name}: no auto-checked exercise stub"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_student_copy_executes_and_stubs_say_not_done_yet(path, student_dir, student_kernel, record_property):
+def test_student_copy_executes_and_stubs_say_not_done_yet(path, student_dir, student_kernel,
+                                                          record_property):
     """The student copy runs, and each exercise stub's checker says "not done yet".
 
     Only the copy's slice runs (``nbtools.student_slice``): the set-up cell, the stubs, every
@@ -446,7 +451,8 @@ def test_a_broken_student_copy_fails_in_the_slice_as_in_full(student_kernel):
         ("code", "from attnbook import check\nlimit = 3"),
         ("code", "print('unrelated', limit)"),
         ("md", "```{exercise}\n:label: ex2\nWrite helper.\n```"),
-        ("code", "def helper(n):\n    raise NotImplementedError\n\ncheck.check_causal_mask(helper)"),
+        ("code", "def helper(n):\n    raise NotImplementedError\n\n"
+                 "check.check_causal_mask(helper)"),
         ("solution", "def scale(x):\n    return 2 * x"),
         ("code", "print(scale(limit))"),
     )
@@ -459,7 +465,8 @@ def test_a_broken_student_copy_fails_in_the_slice_as_in_full(student_kernel):
     for indices in (ran, None):
         nb = json.loads(json.dumps(copy))
         execute_student_copy(student_kernel, nb, "broken.ipynb", indices=indices)
-        with pytest.raises(AssertionError, match=r"cell \d+ raised NameError: name 'scale'") as failed:
+        broken = r"cell \d+ raised NameError: name 'scale'"
+        with pytest.raises(AssertionError, match=broken) as failed:
             check_student_run(nb, "broken.ipynb", ran if indices else range(len(nb["cells"])))
         verdicts.append(str(failed.value).splitlines()[0])
     assert verdicts[0] == verdicts[1]
