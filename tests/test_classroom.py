@@ -7,7 +7,8 @@
 - Slides: every cell has RISE slide metadata; headings start slides; the set-up cell and
   the solutions are skipped; nbconvert exports each chapter as reveal.js slides.
 - Student copies: solutions removed, no solution text left, stubs report "not done yet",
-  and each copy executes from top to bottom.
+  and each copy runs: the cells the removal can affect (``nbtools.student_slice``) are
+  executed in order; the others are identical to the original's, which nbval executes.
 
 The chapters are put in shape by `make outputs` (``python -m attnbook.nbtools prepare``).
 """
