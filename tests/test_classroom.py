@@ -7,7 +7,8 @@
 - Slides: every cell has RISE slide metadata; headings start slides; the set-up cell and
   the solutions are skipped; nbconvert exports each chapter as reveal.js slides.
 - Student copies: solutions removed, no solution text left, stubs report "not done yet",
-  and each copy executes from top to bottom.
+  and each copy runs: the cells the removal can affect (``nbtools.student_slice``) are
+  executed in order; the others are identical to the original's, which nbval executes.
 
 The chapters are put in shape by `make outputs` (``python -m attnbook.nbtools prepare``).
 """
@@ -333,11 +334,13 @@ def student_kernel(student_dir, tmp_path_factory):
     kernel.stop()
 
 
-def execute_student_copy(kernel, nb, name, timeout=CELL_TIMEOUT):
-    """Run every code cell of a student copy in order; outputs are stored on the cells."""
+def execute_student_copy(kernel, nb, name, timeout=CELL_TIMEOUT, indices=None):
+    """Run the code cells of a student copy in order (only ``indices``, if given).
+
+    The outputs are stored on the cells that ran."""
     kernel.fresh_namespace()
     for index, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "code":
+        if cell["cell_type"] != "code" or (indices is not None and index not in indices):
             continue
         started = time.monotonic()
         try:
@@ -350,25 +353,51 @@ def execute_student_copy(kernel, nb, name, timeout=CELL_TIMEOUT):
                         f"\n--- kernel stderr ---\n{log}", pytrace=False)
 
 
+def check_student_run(nb, name, ran):
+    """The cells that ran raised nothing (unless tagged raises-exception).
+
+    Every exercise stub among them says "not done yet", and there is at least one."""
+    stubs = 0
+    for index, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code" or index not in ran:
+            continue
+        errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
+        assert not errors or "raises-exception" in cell["metadata"].get("tags", []), (
+            f"{name}: cell {index} raised {errors[0]['ename']}: {errors[0]['evalue']}\n"
+            f"{src(cell)[:300]}")
+        if nbtools.is_exercise_stub(cell):
+            stubs += 1
+            out = "".join(o.get("text", "") for o in cell["outputs"] if o["output_type"] == "stream")
+            assert "not done yet" in out, \
+                f"{name}: cell {index}: the checker did not say 'not done yet':\n{out}"
+    assert stubs >= 1, f"{name}: no auto-checked exercise stub"
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
-def test_student_copy_executes_and_stubs_say_not_done_yet(path, student_dir, student_kernel):
+def test_student_copy_executes_and_stubs_say_not_done_yet(path, student_dir, student_kernel,
+                                                          record_property):
+    """The student copy runs, and each exercise stub's checker says "not done yet".
+
+    Only the copy's slice runs (``nbtools.student_slice``): the set-up cell, the stubs, every
+    cell that reads a name a removed solution wrote (and, transitively, what such cells
+    write), and every earlier cell that writes a name these read. The cells outside the slice
+    are byte-identical to the original's and, by the analysis, read nothing a solution wrote,
+    so they run in the copy as in the original, which nbval executes cell by cell. That the
+    slice still catches a copy the removal broke: tests/test_nbtools.py (the slicer's rules)
+    and test_a_broken_student_copy_fails_in_the_slice_as_in_full (executed).
+    """
     missing = nbtools.missing_requirements(path)
     if missing:
         pytest.skip(f"{path.name} {nbtools.skip_reason(missing)}")
     nb = load(student_dir / path.name)
-    execute_student_copy(student_kernel, nb, path.name)
-    stubs = 0
-    for index, cell in enumerate(nb["cells"]):
-        if cell["cell_type"] != "code":
-            continue
-        errors = [o for o in cell["outputs"] if o["output_type"] == "error"]
-        assert not errors or "raises-exception" in cell["metadata"].get("tags", []), \
-            f"{path.name}: cell {index} raised {errors[0]['ename']}: {errors[0]['evalue']}\n{src(cell)[:300]}"
-        if "NotImplementedError" in src(cell) and "check.check_" in src(cell):
-            stubs += 1
-            out = "".join(o.get("text", "") for o in cell["outputs"] if o["output_type"] == "stream")
-            assert "not done yet" in out, f"{path.name}: cell {index}: the checker did not say 'not done yet':\n{out}"
-    assert stubs >= 1, f"{path.name}: no auto-checked exercise stub"
+    ran = nbtools.student_slice(load(path), nb)
+    code = [i for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"]
+    record_property("student_cells_run", f"{len(ran)} of {len(code)}")
+    print(f"{path.name}: {len(ran)} of {len(code)} code cells run (the slice)")
+    stubs = {i for i in code if nbtools.is_exercise_stub(nb["cells"][i])}
+    assert stubs <= set(ran), "every exercise stub is in the slice"
+    execute_student_copy(student_kernel, nb, path.name, indices=ran)
+    check_student_run(nb, path.name, ran)
 
 
 def test_a_hung_cell_fails_fast_and_names_the_cell(student_kernel):
@@ -398,3 +427,47 @@ def test_student_copy_adds_a_stub_where_an_exercise_has_no_code():
     assert out["cells"][-1]["outputs"] == [] and out["cells"][-1]["execution_count"] is None
     assert "widgets" not in out["metadata"]
     assert len(nb["cells"]) == 5, "the original is not modified"
+
+
+def tiny_notebook(*cells):
+    """A notebook from ("code" | "md" | "solution", source) pairs; a solution is gated."""
+    out = []
+    for k, (kind, text) in enumerate(cells):
+        if kind == "solution":
+            out.append({"cell_type": "markdown", "id": f"s{k}", "metadata": {},
+                        "source": f"````{{solution-start}} ex{k}\n:class: dropdown\n````"})
+        extra = {} if kind == "md" else {"outputs": [], "execution_count": None}
+        out.append({"cell_type": "markdown" if kind == "md" else "code", "id": f"c{k}",
+                    "metadata": {}, "source": text, **extra})
+        if kind == "solution":
+            out.append({"cell_type": "markdown", "id": f"e{k}", "metadata": {},
+                        "source": "````{solution-end}\n````"})
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": out}
+
+
+def test_a_broken_student_copy_fails_in_the_slice_as_in_full(student_kernel):
+    """A later cell uses what a solution defined: the copy breaks (NameError), and running the
+    slice catches it, as running every cell does: the same verdict."""
+    original = tiny_notebook(
+        ("code", "from attnbook import check\nlimit = 3"),
+        ("code", "print('unrelated', limit)"),
+        ("md", "```{exercise}\n:label: ex2\nWrite helper.\n```"),
+        ("code", "def helper(n):\n    raise NotImplementedError\n\n"
+                 "check.check_causal_mask(helper)"),
+        ("solution", "def scale(x):\n    return 2 * x"),
+        ("code", "print(scale(limit))"),
+    )
+    copy = nbtools.student_copy(original)
+    ran = nbtools.student_slice(original, copy)
+    uses = next(i for i, c in enumerate(copy["cells"]) if src(c) == "print(scale(limit))")
+    unrelated = next(i for i, c in enumerate(copy["cells"]) if src(c).startswith("print('unrel"))
+    assert uses in ran and "scale" in ran[uses] and unrelated not in ran, ran
+    verdicts = []
+    for indices in (ran, None):
+        nb = json.loads(json.dumps(copy))
+        execute_student_copy(student_kernel, nb, "broken.ipynb", indices=indices)
+        broken = r"cell \d+ raised NameError: name 'scale'"
+        with pytest.raises(AssertionError, match=broken) as failed:
+            check_student_run(nb, "broken.ipynb", ran if indices else range(len(nb["cells"])))
+        verdicts.append(str(failed.value).splitlines()[0])
+    assert verdicts[0] == verdicts[1]
