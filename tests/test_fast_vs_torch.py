@@ -8,27 +8,40 @@ Runs only when PyTorch is installed (`make torch`); otherwise skipped with
 that reason.
 """
 
+import importlib.util
 import warnings
 
 import numpy as np
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="needs torch, which is not installed: run `make torch`")
-F = torch.nn.functional
-from torch.nn.attention import SDPBackend, sdpa_kernel  # noqa: E402
-from torch.nn.attention.bias import causal_lower_right  # noqa: E402
+from attnbook import reference as ref
 
-from attnbook import reference as ref  # noqa: E402
+REASON = "needs torch, which is not installed: run `make torch`"
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
+# Imported by the fixture below, not at collection: every xdist worker collects every
+# module, and torch costs about 2 CPU-seconds to import.
+torch = F = SDPBackend = sdpa_kernel = causal_lower_right = None
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
+# The candidates, fixed at collection (finding which run needs torch); backends() says which
+# run here, and a test of one that does not is skipped with that reason.
+CANDIDATES = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _import_torch():
+    global torch, F, SDPBackend, sdpa_kernel, causal_lower_right
+    torch = pytest.importorskip("torch", reason=REASON)
+    F = torch.nn.functional
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
 
 
 def backends():
     """The sdpa back ends that run on this machine for float64 on the CPU."""
     x = torch.zeros(1, 1, 3, 4, dtype=torch.float64)
     found = []
-    for name in ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION"):
+    for name in CANDIDATES:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
@@ -40,17 +53,21 @@ def backends():
     return found
 
 
-BACKENDS = backends()
+@pytest.fixture(scope="module")
+def running_backends(_import_torch):
+    return backends()
 
 
-def test_math_and_flash_back_ends_run_on_cpu():
+def test_math_and_flash_back_ends_run_on_cpu(running_backends):
     # measured with torch 2.13 on CPU: EFFICIENT_ATTENTION does not run here
-    assert "MATH" in BACKENDS and "FLASH_ATTENTION" in BACKENDS
+    assert "MATH" in running_backends and "FLASH_ATTENTION" in running_backends
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", CANDIDATES)
 @pytest.mark.parametrize("seed", range(6))
-def test_flash_equals_torch_sdpa_no_mask(backend, seed):
+def test_flash_equals_torch_sdpa_no_mask(backend, seed, running_backends):
+    if backend not in running_backends:
+        pytest.skip(f"the {backend} back end of torch's sdpa does not run here (float64, CPU)")
     rng = np.random.default_rng(seed)
     b, h, nq, nk, d = 2, 3, int(rng.integers(1, 40)), int(rng.integers(1, 40)), 8
     q, k, v = (rng.normal(size=(b, h, n, d)) for n in (nq, nk, nk))

@@ -2,12 +2,20 @@
 
 from pathlib import Path
 
-from attnbook import diagrams
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_figures_are_reproducible(tmp_path):
+@pytest.fixture(scope="module")
+def diagrams():
+    """attnbook.diagrams imports matplotlib.pyplot: imported here, not at collection (every xdist
+    worker collects every module)."""
+    from attnbook import diagrams
+    return diagrams
+
+
+def test_figures_are_reproducible(tmp_path, diagrams):
     diagrams.main([str(tmp_path)])
     for name in diagrams.DIAGRAMS:
         committed = ROOT / "figures" / name
@@ -17,7 +25,7 @@ def test_figures_are_reproducible(tmp_path):
         )
 
 
-def test_every_figure_is_used_by_a_page():
+def test_every_figure_is_used_by_a_page(diagrams):
     pages = [p.read_text(encoding="utf-8") for p in ROOT.glob("chapters/*.ipynb")] + \
             [p.read_text(encoding="utf-8") for p in ROOT.glob("*.md")]
     for name in diagrams.DIAGRAMS:

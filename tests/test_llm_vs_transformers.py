@@ -7,6 +7,8 @@ head mapping, mask alignment) and checks that the flipped version no longer
 matches, so the comparisons cannot pass by accident.
 """
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -16,8 +18,23 @@ RNG = np.random.default_rng(14)
 
 # --- against PyTorch and transformers ------------------------------------------
 
-torch = pytest.importorskip("torch", reason="needs torch, which is not installed: run `make torch`")
-F = torch.nn.functional
+# The whole module is skipped when either is missing, as when both were imported at its top.
+TORCH = "needs torch, which is not installed: run `make torch`"
+TRANSFORMERS = "needs transformers, which is not installed: run `make torch`"
+pytestmark = [
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH),
+    pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=TRANSFORMERS)]
+# Imported by the fixture below, not at collection: every xdist worker collects every
+# module, and torch and transformers' modeling code cost seconds to import.
+torch = F = transformers = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _import_torch_and_transformers():
+    global torch, F, transformers
+    torch = pytest.importorskip("torch", reason=TORCH)
+    F = torch.nn.functional
+    transformers = pytest.importorskip("transformers", reason=TRANSFORMERS)
 
 
 def _t(a):
@@ -47,10 +64,6 @@ def test_causal_mask_equals_torch_lower_right_and_not_is_causal():
     np.testing.assert_allclose(ours, lower_right, rtol=1e-10, atol=1e-12)
     top_left = F.scaled_dot_product_attention(_t(q), _t(k), _t(v), is_causal=True).numpy()
     assert not np.allclose(ours, top_left)  # is_causal aligns top-left: a different mask
-
-
-transformers = pytest.importorskip(
-    "transformers", reason="needs transformers, which is not installed: run `make torch`")
 
 
 def _llama_rope(d, base, positions, x):

@@ -1,14 +1,23 @@
 """Part I helpers: the soft-lookup and temperature-softmax checkers, and the lookup figure."""
 
-import matplotlib
+import numpy as np
+import pytest
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+from attnbook import check, plots
+from attnbook import reference as ref
 
-from attnbook import check, plots  # noqa: E402
-from attnbook import reference as ref  # noqa: E402
+# matplotlib is imported by the fixture below, not at collection: every xdist worker collects
+# every module.
+plt = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _import_matplotlib():
+    global plt
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
 
 def stable(x):

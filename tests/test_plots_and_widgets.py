@@ -1,13 +1,22 @@
 """Plot helpers draw what they claim and refuse bad input; the widget helper builds a slider."""
 
-import matplotlib
+import numpy as np
+import pytest
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+from attnbook import plots, widgets
 
-from attnbook import plots, widgets  # noqa: E402
+# matplotlib is imported by the fixture below, not at collection: every xdist worker collects
+# every module.
+plt = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _import_matplotlib():
+    global plt
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
 
 @pytest.fixture(autouse=True)

@@ -1,19 +1,33 @@
 """Tests of the answer key, attnbook.reference: examples, edge cases, properties."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from hypothesis.extra import numpy as hnp
 
 from attnbook import reference as ref
 
-finite = st.floats(min_value=-50, max_value=50, allow_nan=False, allow_infinity=False, width=64)
-PROPS = settings(max_examples=60, deadline=None)
 
+def hypothesis():
+    """given, settings and the strategies of the property tests below.
 
-def arrays(shape):
-    return hnp.arrays(np.float64, shape, elements=finite)
+    Imported when a property test runs, not at collection: every xdist worker collects every
+    module, and importing hypothesis costs a few tenths of a CPU-second. Each property test
+    builds its @given function and calls it: the same property, strategies and settings.
+    """
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+    from hypothesis.extra import numpy as hnp
+
+    finite = st.floats(min_value=-50, max_value=50, allow_nan=False, allow_infinity=False,
+                       width=64)
+
+    def arrays(shape):
+        return hnp.arrays(np.float64, shape, elements=finite)
+
+    any_arrays = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6).flatmap(arrays)
+    return SimpleNamespace(given=given, props=settings(max_examples=60, deadline=None), st=st,
+                           finite=finite, arrays=arrays, any_arrays=any_arrays)
 
 
 # --- softmax -----------------------------------------------------------------
@@ -87,29 +101,44 @@ def test_softmax_rejects_non_numeric():
         ref.softmax(np.array([True, False]))
 
 
-@PROPS
-@given(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6).flatmap(arrays))
-def test_softmax_rows_sum_to_one_and_lie_in_0_1(z):
-    p = ref.softmax(z)
-    np.testing.assert_allclose(p.sum(axis=-1), 1.0, rtol=1e-12)
-    assert (p >= 0).all() and (p <= 1).all()
+def test_softmax_rows_sum_to_one_and_lie_in_0_1():
+    h = hypothesis()
+
+    @h.props
+    @h.given(h.any_arrays)
+    def prop(z):
+        p = ref.softmax(z)
+        np.testing.assert_allclose(p.sum(axis=-1), 1.0, rtol=1e-12)
+        assert (p >= 0).all() and (p <= 1).all()
+
+    prop()
 
 
-@PROPS
-@given(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=6).flatmap(arrays), finite)
-def test_softmax_is_shift_invariant(z, c):
-    np.testing.assert_allclose(ref.softmax(z + c), ref.softmax(z), atol=1e-12)
+def test_softmax_is_shift_invariant():
+    h = hypothesis()
+
+    @h.props
+    @h.given(h.any_arrays, h.finite)
+    def prop(z, c):
+        np.testing.assert_allclose(ref.softmax(z + c), ref.softmax(z), atol=1e-12)
+
+    prop()
 
 
-@PROPS
-@given(arrays((7,)))
-def test_softmax_preserves_order(z):
-    p = ref.softmax(z)
-    i, j = np.argmin(z), np.argmax(z)
-    assert p[i] <= p[j]
-    # strict where the inputs differ enough for exp to tell them apart
-    order = np.argsort(z, kind="stable")
-    assert (np.diff(p[order]) >= -1e-15).all()
+def test_softmax_preserves_order():
+    h = hypothesis()
+
+    @h.props
+    @h.given(h.arrays((7,)))
+    def prop(z):
+        p = ref.softmax(z)
+        i, j = np.argmin(z), np.argmax(z)
+        assert p[i] <= p[j]
+        # strict where the inputs differ enough for exp to tell them apart
+        order = np.argsort(z, kind="stable")
+        assert (np.diff(p[order]) >= -1e-15).all()
+
+    prop()
 
 
 # --- scaled_dot_product_attention ---------------------------------------------
@@ -203,42 +232,64 @@ def test_empty_sequences():
     assert out.shape == (2, 5) and (out == 0).all() and w.shape == (2, 0)
 
 
-@PROPS
-@given(st.integers(1, 4), st.integers(1, 5), st.integers(1, 4), st.integers(0, 10_000))
-def test_one_key_returns_its_value(nq, dk, dv, seed):
-    rng = np.random.default_rng(seed)
-    q, k, v = rng.normal(size=(nq, dk)) * 10, rng.normal(size=(1, dk)), rng.normal(size=(1, dv))
-    out, w = ref.scaled_dot_product_attention(q, k, v)
-    np.testing.assert_allclose(w, 1.0)
-    np.testing.assert_allclose(out, np.repeat(v, nq, axis=0))
+def test_one_key_returns_its_value():
+    h = hypothesis()
+    st = h.st
+
+    @h.props
+    @h.given(st.integers(1, 4), st.integers(1, 5), st.integers(1, 4), st.integers(0, 10_000))
+    def prop(nq, dk, dv, seed):
+        rng = np.random.default_rng(seed)
+        q, k, v = rng.normal(size=(nq, dk)) * 10, rng.normal(size=(1, dk)), rng.normal(size=(1, dv))
+        out, w = ref.scaled_dot_product_attention(q, k, v)
+        np.testing.assert_allclose(w, 1.0)
+        np.testing.assert_allclose(out, np.repeat(v, nq, axis=0))
+
+    prop()
 
 
-@PROPS
-@given(st.integers(1, 3), st.integers(1, 5), st.integers(1, 5), st.integers(0, 10_000), st.booleans())
-def test_batch_equals_items_one_by_one(b, nq, nk, seed, use_mask):
-    rng = np.random.default_rng(seed)
-    q, k, v = rng.normal(size=(b, nq, 3)), rng.normal(size=(b, nk, 3)), rng.normal(size=(b, nk, 2))
-    mask = None
-    if use_mask:
-        mask = rng.random((b, nq, nk)) < 0.7
-        mask[..., 0] = True  # keep every row attendable
-    out, w = ref.scaled_dot_product_attention(q, k, v, mask=mask)
-    for i in range(b):
-        oi, wi = ref.scaled_dot_product_attention(q[i], k[i], v[i], mask=None if mask is None else mask[i])
-        np.testing.assert_allclose(out[i], oi)
-        np.testing.assert_allclose(w[i], wi)
+def test_batch_equals_items_one_by_one():
+    h = hypothesis()
+    st = h.st
+
+    @h.props
+    @h.given(st.integers(1, 3), st.integers(1, 5), st.integers(1, 5), st.integers(0, 10_000),
+             st.booleans())
+    def prop(b, nq, nk, seed, use_mask):
+        rng = np.random.default_rng(seed)
+        q, k = rng.normal(size=(b, nq, 3)), rng.normal(size=(b, nk, 3))
+        v = rng.normal(size=(b, nk, 2))
+        mask = None
+        if use_mask:
+            mask = rng.random((b, nq, nk)) < 0.7
+            mask[..., 0] = True  # keep every row attendable
+        out, w = ref.scaled_dot_product_attention(q, k, v, mask=mask)
+        for i in range(b):
+            oi, wi = ref.scaled_dot_product_attention(q[i], k[i], v[i],
+                                                      mask=None if mask is None else mask[i])
+            np.testing.assert_allclose(out[i], oi)
+            np.testing.assert_allclose(w[i], wi)
+
+    prop()
 
 
-@PROPS
-@given(st.integers(1, 5), st.integers(1, 6), st.integers(0, 10_000))
-def test_masked_positions_get_exactly_zero_weight(nq, nk, seed):
-    rng = np.random.default_rng(seed)
-    q, k, v = rng.normal(size=(nq, 4)) * 5, rng.normal(size=(nk, 4)) * 5, rng.normal(size=(nk, 2))
-    mask = rng.random((nq, nk)) < 0.5
-    mask[:, rng.integers(nk)] = True
-    out, w = ref.scaled_dot_product_attention(q, k, v, mask=mask)
-    assert (w[~mask] == 0).all()
-    np.testing.assert_allclose(w.sum(-1), 1.0)
+def test_masked_positions_get_exactly_zero_weight():
+    h = hypothesis()
+    st = h.st
+
+    @h.props
+    @h.given(st.integers(1, 5), st.integers(1, 6), st.integers(0, 10_000))
+    def prop(nq, nk, seed):
+        rng = np.random.default_rng(seed)
+        q, k = rng.normal(size=(nq, 4)) * 5, rng.normal(size=(nk, 4)) * 5
+        v = rng.normal(size=(nk, 2))
+        mask = rng.random((nq, nk)) < 0.5
+        mask[:, rng.integers(nk)] = True
+        out, w = ref.scaled_dot_product_attention(q, k, v, mask=mask)
+        assert (w[~mask] == 0).all()
+        np.testing.assert_allclose(w.sum(-1), 1.0)
+
+    prop()
 
 
 # --- masks, heads, multi-head ---------------------------------------------------
@@ -277,16 +328,24 @@ def _mha_loop(x, w_qkv, w_o, nh, mask=None):
     return np.concatenate(outs, axis=-1) @ w_o
 
 
-@PROPS
-@given(st.integers(1, 3), st.integers(1, 5), st.sampled_from([(4, 1), (4, 2), (6, 3), (8, 4)]),
-       st.integers(0, 10_000), st.booleans())
-def test_multihead_equals_loop_over_heads(b, n, d_nh, seed, causal):
-    d, nh = d_nh
-    rng = np.random.default_rng(seed)
-    x, w_qkv, w_o = rng.normal(size=(b, n, d)), rng.normal(size=(d, 3 * d)), rng.normal(size=(d, d))
-    mask = ref.causal_mask(n) if causal else None
-    np.testing.assert_allclose(ref.multihead_attention(x, w_qkv, w_o, nh, mask), _mha_loop(x, w_qkv, w_o, nh, mask),
-                               atol=1e-10)
+def test_multihead_equals_loop_over_heads():
+    h = hypothesis()
+    st = h.st
+
+    @h.props
+    @h.given(st.integers(1, 3), st.integers(1, 5),
+             st.sampled_from([(4, 1), (4, 2), (6, 3), (8, 4)]), st.integers(0, 10_000),
+             st.booleans())
+    def prop(b, n, d_nh, seed, causal):
+        d, nh = d_nh
+        rng = np.random.default_rng(seed)
+        x = rng.normal(size=(b, n, d))
+        w_qkv, w_o = rng.normal(size=(d, 3 * d)), rng.normal(size=(d, d))
+        mask = ref.causal_mask(n) if causal else None
+        np.testing.assert_allclose(ref.multihead_attention(x, w_qkv, w_o, nh, mask),
+                                   _mha_loop(x, w_qkv, w_o, nh, mask), atol=1e-10)
+
+    prop()
 
 
 def test_multihead_shape_errors():

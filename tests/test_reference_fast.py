@@ -7,8 +7,6 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from attnbook import reference as ref
 from attnbook import reference_fast as fast
@@ -47,19 +45,29 @@ def test_online_softmax_state_rejects_nan_and_scalars():
         fast.online_softmax_state(3.0)
 
 
-@given(st.integers(1, 12), st.integers(0, 12))
-@settings(max_examples=40, deadline=None)
-def test_merge_of_two_blocks_is_attention_over_both(n_a, split):
-    split = min(split, n_a)
-    q = RNG.normal(size=(2, 3, 4)) * 3
-    k, v = RNG.normal(size=(2, n_a, 4)) * 3, RNG.normal(size=(2, n_a, 5))
-    a = ref.attention_state(q, k[:, :split], v[:, :split])
-    b = ref.attention_state(q, k[:, split:], v[:, split:])
-    m, l, o = ref.merge_attention_states(a, b)
-    full = ref.attention_state(q, k, v)
-    np.testing.assert_allclose(m, full[0])
-    np.testing.assert_allclose(l, full[1], rtol=1e-12)
-    np.testing.assert_allclose(o / l[..., None], plain(q, k, v), rtol=1e-10, atol=1e-12)
+# The property tests import hypothesis when they run, not at collection (every xdist worker
+# collects every module; importing hypothesis costs a few tenths of a CPU-second). Each builds
+# its @given function and calls it: the same property, strategies and settings.
+
+def test_merge_of_two_blocks_is_attention_over_both():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @given(st.integers(1, 12), st.integers(0, 12))
+    @settings(max_examples=40, deadline=None)
+    def prop(n_a, split):
+        split = min(split, n_a)
+        q = RNG.normal(size=(2, 3, 4)) * 3
+        k, v = RNG.normal(size=(2, n_a, 4)) * 3, RNG.normal(size=(2, n_a, 5))
+        a = ref.attention_state(q, k[:, :split], v[:, :split])
+        b = ref.attention_state(q, k[:, split:], v[:, split:])
+        m, l, o = ref.merge_attention_states(a, b)
+        full = ref.attention_state(q, k, v)
+        np.testing.assert_allclose(m, full[0])
+        np.testing.assert_allclose(l, full[1], rtol=1e-12)
+        np.testing.assert_allclose(o / l[..., None], plain(q, k, v), rtol=1e-10, atol=1e-12)
+
+    prop()
 
 
 def test_merge_with_an_empty_side_changes_nothing_and_gives_no_nan():
@@ -114,15 +122,22 @@ def test_flash_with_masks_of_several_broadcast_shapes(mask_shape, causal):
     np.testing.assert_allclose(out, plain(q, k, v, mask, causal), rtol=1e-10, atol=1e-12)
 
 
-@given(nq=st.integers(0, 20), nk=st.integers(0, 20), bq=st.integers(1, 8), bk=st.integers(1, 8),
-       causal=st.booleans(), seed=st.integers(0, 10**6))
-@settings(max_examples=60, deadline=None)
-def test_flash_equals_plain_property(nq, nk, bq, bk, causal, seed):
-    rng = np.random.default_rng(seed)
-    q, k, v = rng.normal(size=(2, nq, 3)) * 4, rng.normal(size=(2, nk, 3)) * 4, rng.normal(size=(2, nk, 2))
-    mask = rng.random((2, nq, nk)) < 0.7
-    out, _ = ref.flash_attention(q, k, v, mask, causal=causal, block_q=bq, block_k=bk)
-    np.testing.assert_allclose(out, plain(q, k, v, mask, causal), rtol=1e-10, atol=1e-12)
+def test_flash_equals_plain_property():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @given(nq=st.integers(0, 20), nk=st.integers(0, 20), bq=st.integers(1, 8),
+           bk=st.integers(1, 8), causal=st.booleans(), seed=st.integers(0, 10**6))
+    @settings(max_examples=60, deadline=None)
+    def prop(nq, nk, bq, bk, causal, seed):
+        rng = np.random.default_rng(seed)
+        q, k = rng.normal(size=(2, nq, 3)) * 4, rng.normal(size=(2, nk, 3)) * 4
+        v = rng.normal(size=(2, nk, 2))
+        mask = rng.random((2, nq, nk)) < 0.7
+        out, _ = ref.flash_attention(q, k, v, mask, causal=causal, block_q=bq, block_k=bk)
+        np.testing.assert_allclose(out, plain(q, k, v, mask, causal), rtol=1e-10, atol=1e-12)
+
+    prop()
 
 
 def test_flash_matches_the_plain_causal_version_exactly_where_it_skips_tiles():

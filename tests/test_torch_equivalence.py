@@ -5,15 +5,26 @@ Runs only when PyTorch is installed (`make torch`); otherwise every test here is
 skipped with that reason.
 """
 
+import importlib.util
+
 import numpy as np
 import pytest
 
-torch = pytest.importorskip(
-    "torch", reason="PyTorch (torch) is not installed: run `make torch` to install requirements-torch.txt")
-F = torch.nn.functional
+from attnbook import reference as ref
 
-from attnbook import reference as ref  # noqa: E402
-from attnbook import torch_attention as ta  # noqa: E402
+REASON = "PyTorch (torch) is not installed: run `make torch` to install requirements-torch.txt"
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
+# Imported by the fixture below, not at collection: every xdist worker collects every
+# module, and torch costs about 2 CPU-seconds to import.
+torch = F = ta = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _import_torch():
+    global torch, F, ta
+    torch = pytest.importorskip("torch", reason=REASON)
+    F = torch.nn.functional
+    from attnbook import torch_attention as ta
 
 # float64 on both sides: the same arithmetic, so only rounding differs.
 TIGHT = dict(rtol=1e-10, atol=1e-12)
@@ -24,8 +35,8 @@ LOOSE = dict(rtol=1e-4, atol=1e-5)
 SEEDS = range(12)
 
 
-def t(a, dtype=torch.float64):
-    return torch.as_tensor(np.asarray(a), dtype=dtype)
+def t(a, dtype=None):  # None: float64
+    return torch.as_tensor(np.asarray(a), dtype=torch.float64 if dtype is None else dtype)
 
 
 def random_case(seed):
