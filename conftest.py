@@ -41,8 +41,17 @@ def _skip_missing_requirements(items):
 # worker busy and the other idle: the browser's tour of the site (whose two test files
 # share one tour, so they go to one worker together; the site is built in the
 # background meanwhile, see tests/conftest.py), then the chapters (nbval; the bigger
-# notebook first), then the classroom kit, then the unit tests in their usual order.
+# notebook first), then the classroom kit, the tests against PyTorch and transformers,
+# and the other unit tests in their usual order.
 BROWSER_FILES = ("tests/test_browser.py", "tests/test_live_figures.py")
+# The tests against PyTorch and transformers go to one worker too: importing them costs
+# seconds of CPU in every process that does.
+TORCH_SCOPE = "tests/*torch*, tests/*transformers*"
+
+
+def _uses_torch(rel: str) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    return rel.startswith("tests/") and ("torch" in name or "transformers" in name)
 
 
 def _rank(path: Path) -> tuple:
@@ -53,7 +62,9 @@ def _rank(path: Path) -> tuple:
         return (1, -path.stat().st_size)
     if rel == "tests/test_classroom.py":
         return (2, 0)
-    return (3, 0)
+    if _uses_torch(rel):
+        return (3, 0)
+    return (4, 0)
 
 
 @pytest.hookimpl(optionalhook=True)  # known only when pytest-xdist is active
@@ -63,7 +74,8 @@ def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadFileScheduling
 
     class BookScheduling(LoadFileScheduling):
-        """loadfile, in the order of the collection (above), with the browser files as one."""
+        """loadfile, in the order of the collection (above); the browser files as one unit,
+        and the torch and transformers files as another."""
 
         def __init__(self, config, log=None):
             super().__init__(config, log)
@@ -71,6 +83,8 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid):
             path = nodeid.split("::", 1)[0]
-            return BROWSER_FILES[0] if path in BROWSER_FILES else path
+            if path in BROWSER_FILES:
+                return BROWSER_FILES[0]
+            return TORCH_SCOPE if _uses_torch(path) else path
 
     return BookScheduling(config, log)

@@ -43,7 +43,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+# The proxy does not exist: a request to another host fails (and is recorded as blocked).
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1;localhost"]
 DESKTOP = {"width": 1280, "height": 900}  # every page is visited at this size
 PHONE = {"width": 390, "height": 844}  # the live figures are also shot at this size
 SCREENSHOTS = Path(os.environ.get("ATTNBOOK_SCREENSHOTS", ROOT / "_build" / "screenshots"))
@@ -100,6 +102,12 @@ def the_figure(stem):
 
 # --- what the browser runs on a page ---
 
+# Every file the page loaded (itself included), with its HTTP status, from resource timing.
+RESOURCES = """
+() => performance.getEntriesByType("navigation").concat(performance.getEntriesByType("resource"))
+    .map(e => [e.name, e.responseStatus || 0])
+"""
+
 # What the browser collects on each page after it has loaded, MathJax has typeset and every
 # image has loaded (lazy images are made eager first).
 COLLECT = """
@@ -115,6 +123,7 @@ async () => {
   if (window.attnbookLiveReady) await window.attnbookLiveReady;  // live figures drawn
   const main = document.querySelector("main") || document.body;
   return {
+    resources: (RESOURCES_FUNCTION)(),
     title: document.title,
     url: location.href,
     math: main.querySelectorAll(".math").length,
@@ -143,6 +152,8 @@ async () => {
   };
 }
 """
+
+COLLECT = COLLECT.replace("RESOURCES_FUNCTION", RESOURCES.strip())
 
 # Draws every content image onto a small canvas and reports its least opaque pixel and the
 # brightness of its corners; also the page background, to confirm the page is really dark.
@@ -267,47 +278,64 @@ def serve(html: Path):
         server.server_close()
 
 
-class Recorder:
-    """A browser context whose requests to other hosts are blocked; records what happens.
+def _location(message) -> str:
+    """Where a console error comes from, when it names a file (a 404 names no URL)."""
+    url = message.location.get("url", "") if message.type == "error" else ""
+    return f" ({url})" if url else ""
 
-    Everything is recorded with ``where``, the page being visited. ``stub`` lists URL
-    fragments answered with an empty script instead of the file (MathJax, on file://).
+
+class Recorder:
+    """A browser context that records what happens, page by page (``where``).
+
+    Requests to other hosts cannot leave the machine: the browser is launched with a proxy
+    that does not exist (LAUNCH_ARGS; 127.0.0.1 itself is never proxied), so each fails,
+    and a failed request to another host is recorded as blocked. What each page loaded,
+    with its HTTP status, comes from the page's own resource timing (COLLECT), not from
+    an event per request: listening to every request costs as much as the page itself.
+    ``stub`` is a URL pattern answered with an empty script (MathJax, on file://).
     """
 
-    def __init__(self, browser, base_url, stub=(), **context_options):
-        self.base, self.stub = base_url, stub
+    def __init__(self, browser, base_url, stub=None, **context_options):
+        self.base = base_url
         self.context = browser.new_context(**context_options)
         self.context.set_default_timeout(20_000)
+        self.context.add_init_script("performance.setResourceTimingBufferSize(100000)")
+        if stub:
+            self.context.route(stub, lambda route: route.fulfill(
+                status=200, body="", content_type="text/javascript"))
         self.blocked, self.failed, self.console, self.fetched = [], [], [], []
         self.where = "?"
-        self.context.route("**/*", self._route)
         self.page = self.context.new_page()
-        self.page.on("console", lambda m: self.console.append([self.where, m.type, m.text]))
+        self.page.on("console", lambda m: self.console.append(
+            [self.where, m.type, m.text + _location(m)]))
         self.page.on("pageerror", lambda e: self.console.append(
             [self.where, "pageerror", str(e)]))
         self.page.on("requestfailed", self._request_failed)
-        self.page.on("requestfinished", lambda r: self.fetched.append([self.where, r.url]))
-        self.page.on("response", lambda r: r.status >= 400 and self.failed.append(
-            [self.where, r.url, f"HTTP {r.status}"]))
 
-    def _route(self, route):
-        url = route.request.url
-        if url.startswith(self.base) and any(s in url for s in self.stub):
-            route.fulfill(status=200, body="", content_type="text/javascript")
-        elif url.startswith(self.base) or url.startswith(("data:", "blob:", "about:")):
-            route.continue_()
-        else:
-            self.blocked.append([self.where, url])
-            route.abort("blockedbyclient")
-
-    def _request_failed(self, request):
+    def _request_failed(self, request):  # a network error, or a request to another host
         if request.url.startswith(self.base):
             self.failed.append([self.where, request.url, request.failure])
+        elif not request.url.startswith(("data:", "blob:", "about:")):
+            self.blocked.append([self.where, request.url])
 
     def visit(self, path, collect=True):
         self.where = path
         self.page.goto(self.base + path, wait_until="load")
-        return self.page.evaluate(COLLECT) if collect else None
+        if not collect:
+            return None
+        data = self.page.evaluate(COLLECT)
+        self._loaded(data.pop("resources"))
+        return data
+
+    def note_resources(self):
+        """Record what the page has loaded so far (for a page visited without COLLECT)."""
+        self._loaded(self.page.evaluate(RESOURCES))
+
+    def _loaded(self, resources):
+        for url, status in resources:
+            self.fetched.append([self.where, url])
+            if status >= 400:
+                self.failed.append([self.where, url, f"HTTP {status}"])
 
     def record(self) -> dict:
         return {"blocked": self.blocked, "failed": self.failed, "console": self.console,
@@ -463,6 +491,7 @@ def run_tour(html: Path) -> dict:
             searches[query] = rec.page.eval_on_selector_all(
                 "#search-results ul.search li > a",
                 "links => links.map(a => a.getAttribute('href'))")
+            rec.note_resources()
         result["searches"] = searches
         result["http"] = rec.record()
         rec.close()
@@ -474,7 +503,7 @@ def run_tour(html: Path) -> dict:
                              full_page=True)
         dark.close()
         # 3. file://, the live chapters, without MathJax
-        files = Recorder(browser, html.resolve().as_uri() + "/", stub=("/mathjax/",),
+        files = Recorder(browser, html.resolve().as_uri() + "/", stub="**/_static/mathjax/**",
                          viewport=DESKTOP)
         result["file"] = {}
         for stem in sorted(live_stems):
