@@ -276,3 +276,31 @@ def test_page_weight(visits, html, record_property):
     record_property("report:page weight (HTML + images per page)", "\n".join(lines))
     over = [r for r in rows if r[0].startswith("chapters/") and r[4] > PAGE_BUDGET]
     assert not over, f"chapter pages over {kb(PAGE_BUDGET)}: " + ", ".join(f"{p} ({kb(t)})" for p, *_, t in over)
+
+
+def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
+    """The tour's guard works: a page asking another host for an image, a script and a
+    fetch gets nothing, and each request is recorded as blocked (the other tests rely on
+    this record being complete)."""
+    import site_tour
+
+    if not Path(site_tour.CHROMIUM).exists():
+        pytest.skip("chromium is not installed: run `apt-get install chromium`")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing")
+    (tmp_path / "page.html").write_text(
+        '<!doctype html><title>t</title><img src="http://example.org/a.png" alt="a">'
+        '<script src="https://cdn.example.net/b.js"></script>'
+        '<script>window.got = fetch("http://93.184.216.34/c").then(() => "reached",'
+        ' () => "failed");</script>', encoding="utf-8")
+    with site_tour.serve(tmp_path) as base, sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=site_tour.CHROMIUM,
+                                    args=site_tour.LAUNCH_ARGS)
+        rec = site_tour.Recorder(browser, base)
+        rec.visit("page.html", collect=False)
+        assert rec.page.evaluate("window.got") == "failed"
+        rec.note_resources()
+        browser.close()
+    blocked = sorted(url for _, url in rec.blocked)
+    assert blocked == ["http://93.184.216.34/c", "http://example.org/a.png",
+                       "https://cdn.example.net/b.js"], rec.blocked
+    assert base + "page.html" in [url for _, url in rec.fetched], rec.fetched
