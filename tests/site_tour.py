@@ -16,7 +16,8 @@ so every page is loaded once where one load can show everything. The tour:
    numbers after each step; sweeps the control over its whole range. On chapter 04
    it also runs core.js's number formatting on many values. Then the built-in search,
    in the same context.
-2. dark mode: chapter 01 once (screenshot, figure backgrounds).
+2. dark mode: chapter 01 once (figure backgrounds; a screenshot of its first screen, as
+   in light mode).
 3. file://: each live chapter, opened from the folder as a reader who downloaded
    the site would; MathJax is not loaded there (the figure is what is checked;
    MathJax is checked on every page in step 1): the figure draws and responds.
@@ -367,7 +368,7 @@ def _drag(page, slider, fraction):
     x0 = box["x"] + 8 + (box["width"] - 16) * (value - lo) / (hi - lo)  # the thumb
     page.mouse.move(x0, y)
     page.mouse.down()
-    page.mouse.move(box["x"] + box["width"] * fraction, y, steps=8)
+    page.mouse.move(box["x"] + box["width"] * fraction, y, steps=4)
     page.mouse.up()
     return float(slider.input_value())
 
@@ -474,8 +475,7 @@ def run_tour(html: Path) -> dict:
             data["figures"] = backgrounds["figures"]
             if path == CHAPTER:  # the light half of the light/dark comparison
                 data["backgrounds"] = backgrounds
-                rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-light.png"),
-                                    full_page=True)
+                rec.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-light.png"))
             stem = Path(path).stem
             if path.startswith("chapters/") and stem in live_stems:
                 data["live"] = _live_probe(rec.page, stem, SCREENSHOTS)
@@ -483,15 +483,22 @@ def run_tour(html: Path) -> dict:
             pages[path] = data
         result["pages"] = pages
         result["crawl_seconds"] = time.perf_counter() - started
+        # the search page: the first query from its URL, as a reader's search box sends it;
+        # the others typed into the same page's search (Sphinx's Search.performSearch, the
+        # function the page itself calls with the URL's query)
         searches = {}
-        for query, _ in SEARCHES:
-            rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
+        for k, (query, _) in enumerate(SEARCHES):
+            if k == 0:
+                rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
+            else:
+                rec.page.evaluate("(q) => { document.getElementById('search-results')"
+                                  ".replaceChildren(); Search.performSearch(q); }", query)
             rec.page.wait_for_selector(
                 "#search-results .search-summary:has-text('Search finished')")
             searches[query] = rec.page.eval_on_selector_all(
                 "#search-results ul.search li > a",
                 "links => links.map(a => a.getAttribute('href'))")
-            rec.note_resources()
+        rec.note_resources()
         result["searches"] = searches
         result["http"] = rec.record()
         rec.close()
@@ -499,8 +506,7 @@ def run_tour(html: Path) -> dict:
         dark = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
         dark.visit(CHAPTER)
         result["dark"] = {"backgrounds": dark.page.evaluate(FIGURE_BACKGROUNDS), **dark.record()}
-        dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"),
-                             full_page=True)
+        dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"))
         dark.close()
         # 3. file://, the live chapters, without MathJax
         files = Recorder(browser, html.resolve().as_uri() + "/", stub="**/_static/mathjax/**",

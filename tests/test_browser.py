@@ -46,8 +46,6 @@ CONSOLE_ALLOW = [
      "sphinx-book-theme 1.3 writes sphinx-thebe's config script twice on every page; thebe is off"),
     (r"Got invalid theme mode",
      "pydata-sphinx-theme on a first visit, before a light/dark choice is stored; it resets to auto"),
-    (r"status of 404 .*\(http://127\.0\.0\.1:\d+/favicon\.ico\)$",
-     "the browser asks the server for /favicon.ico on its first page; the book has no favicon"),
 ]
 
 

@@ -43,7 +43,6 @@ PAGE_BUDGET = 1_500_000  # bytes: a chapter page's HTML, images and the loader
 CONSOLE_ALLOW = [  # the theme's known noise (see tests/test_browser.py)
     r"Identifier 'THEBE_JS_URL' has already been declared",
     r"Got invalid theme mode",
-    r"404.*favicon\.ico",  # the theme asks for a favicon the book does not have
 ]
 
 
