@@ -55,11 +55,13 @@ $(TORCH_STAMP): requirements-torch.txt | $(STAMP)
 
 # The site is rebuilt from scratch (no stale pages, no warning hidden by an incremental
 # build) whenever any file it is built from changed: every file of the book except the
-# tests, the virtual environment and what the commands make. Its log and exit code are
-# kept beside it; `make test` checks that very site (tests/conftest.py, built_site).
+# tests, the virtual environment, what the commands make, and the files the build never
+# reads (README.md is excluded in _config.yml). Its log and exit code are kept beside it;
+# `make test` checks that very site (tests/conftest.py, built_site).
 SITE_INPUTS := $(shell find . \( -name .git -o -name .venv -o -name _build -o -name tests \
 	-o -name student -o -name slides -o -name wheelhouse -o -name __pycache__ \
-	-o -name .ipynb_checkpoints -o -name .pytest_cache \) -prune -o -type f -print)
+	-o -name .ipynb_checkpoints -o -name .pytest_cache -o -name .ci -o -name .github \
+	-o -path ./README.md -o -path ./conftest.py \) -prune -o -type f -print)
 SITE := _build/html/.built
 
 $(SITE): $(STAMP) $(SITE_INPUTS)

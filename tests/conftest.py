@@ -6,9 +6,9 @@ build, keeping the build's log and exit code beside it (ATTNBOOK_SITE names that
 folder). Run without make, the site is built once per run into a folder shared by every
 worker (``built_site``): in a parallel run the controller starts the build in the
 background as the run begins (``pytest_sessionstart``), so no worker sits idle waiting
-for it; otherwise the first worker to ask builds it, under a lock. Likewise the browser's tour of the built site (tests/site_tour.py) is taken once
-(``site_tour``) and what it saw is shared, as JSON, by test_browser.py and
-test_live_figures.py; the scheduler in the root conftest.py runs those two files on one
+for it; otherwise the first worker to ask builds it, under a lock. Likewise the browser's tour of the built site (tests/site_tour.py) is taken once,
+in four parts (``tour_part``, ``site_tour``), and what it saw is shared, as JSON, by
+test_browser.py and test_live_figures.py; the scheduler in the root conftest.py runs those two files on one
 worker.
 
 The terminal summary prints the reports that tests attach as user properties named
@@ -125,8 +125,10 @@ def built_site(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def site_tour(built_site, tmp_path_factory):
-    """What chromium saw on its one tour of the built site (tests/site_tour.py), as JSON."""
+def tour_part(built_site, tmp_path_factory):
+    """A function: part name -> what chromium saw on that part of its tour of the built site
+    (tests/site_tour.py), as JSON. Each part is taken once per run, by whichever worker
+    asks first, and shared through a file."""
     import site_tour as tour
 
     if not Path(tour.CHROMIUM).exists():
@@ -138,22 +140,38 @@ def site_tour(built_site, tmp_path_factory):
     if built_site["returncode"] != 0:
         pytest.fail("the book did not build (see test_site.py)")
     shared = _shared_dir(tmp_path_factory.getbasetemp())
-    result_file = shared / "site-tour.json"
-    with open(shared / "site-tour.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not result_file.exists():
-                try:
-                    result = tour.run_tour(built_site["html"])
-                except Exception:
-                    result = {"error": traceback.format_exc()}
-                result_file.write_text(json.dumps(result))
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    result = json.loads(result_file.read_text())
-    if "error" in result:
-        pytest.fail("the browser's tour of the site failed:\n" + result["error"], pytrace=False)
-    return result
+    chromium = tour.Browser(built_site["html"])
+
+    def take(part: str) -> dict:
+        slug = "".join(c if c.isalnum() else "-" for c in part)
+        result_file = shared / f"site-tour-{slug}.json"
+        with open(shared / f"site-tour-{slug}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                if not result_file.exists():
+                    try:
+                        result = tour.run_part(part, built_site["html"], chromium)
+                    except Exception:
+                        result = {"error": traceback.format_exc()}
+                    result_file.write_text(json.dumps(result))
+            finally:
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        result = json.loads(result_file.read_text())
+        if "error" in result:
+            pytest.fail(f"the browser's tour of the site failed ({part}):\n" + result["error"],
+                        pytrace=False)
+        return result
+
+    yield take
+    chromium.close()
+
+
+@pytest.fixture(scope="session")
+def site_tour(tour_part):
+    """The whole tour (every part, merged): see tests/site_tour.py."""
+    import site_tour as tour
+
+    return tour.merge({part: tour_part(part) for part in tour.PARTS})
 
 
 def pytest_terminal_summary(terminalreporter):

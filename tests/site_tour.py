@@ -1,5 +1,8 @@
 """One tour of the built site in chromium, shared by the browser tests.
 
+(The tour is taken in four parts, PARTS, each a test of its own, so that no single test
+takes long; ``merge`` joins them.)
+
 tests/test_browser.py (the whole site) and tests/test_live_figures.py (the live
 figures) check what one browser saw on one tour, instead of each opening its own
 pages: loading a chapter page (theme scripts, MathJax typesetting) is what costs,
@@ -455,22 +458,79 @@ def _live_probe(page, stem, shots: Path) -> dict:
 
 # --- the tour ---
 
-def run_tour(html: Path) -> dict:
-    """Take the tour (see the module's docstring); returns what was seen, as plain JSON."""
-    from playwright.sync_api import sync_playwright
+PARTS = ("chapters 01-09", "chapters 10-18", "other pages and search",
+         "dark mode, file:// and no JavaScript")
 
+
+def _part_pages(html: Path, part: str) -> list[str]:
+    pages = site_pages(html)
+    if part == PARTS[0]:
+        return [p for p in pages if p.startswith("chapters/0")]
+    if part == PARTS[1]:
+        return [p for p in pages if p.startswith("chapters/") and not p.startswith("chapters/0")]
+    if part == PARTS[2]:
+        return [p for p in pages if not p.startswith("chapters/")]
+    return []
+
+
+_CHROMIUM = []  # (playwright, browser): one per process, see shared_chromium
+
+
+def shared_chromium():
+    """Chromium, launched on first use and shared by everything in this process (Playwright's
+    sync API allows one instance per thread); closed when the process exits."""
+    if not _CHROMIUM:
+        import atexit
+
+        from playwright.sync_api import sync_playwright
+
+        playwright = sync_playwright().start()
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        _CHROMIUM.append((playwright, browser))
+
+        @atexit.register
+        def _close():
+            browser.close()
+            playwright.stop()
+    return _CHROMIUM[0][1]
+
+
+class Browser:
+    """Chromium and the built site's server, started on first use."""
+
+    def __init__(self, html: Path):
+        self.html, self._server = html, None
+
+    def get(self):
+        if self._server is None:
+            server = serve(self.html)
+            self._server = (server, server.__enter__())
+        return shared_chromium(), self._server[1]
+
+    def close(self):
+        if self._server is not None:
+            self._server[0].__exit__(None, None, None)
+            self._server = None
+
+
+def run_part(part: str, html: Path, chromium: Browser) -> dict:
+    """Take one part of the tour (see the module's docstring); returns what it saw, as JSON.
+
+    The tour comes in four parts, each a test of its own in test_browser.py (so that no
+    single test takes long): the chapter pages in two halves, the other pages with the
+    search, and the visits in dark mode, from file:// and without JavaScript.
+    """
     started = time.perf_counter()
+    browser, base_url = chromium.get()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     live_stems = set(live_chapters())
-    result = {}
-    with serve(html) as base_url, sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        result["base_url"] = base_url
-        # 1. every page, light mode, http
+    result = {"base_url": base_url, "pages": {}}
+    if part != PARTS[3]:
+        # light mode, http: every page of this part
         rec = Recorder(browser, base_url, color_scheme="light", viewport=DESKTOP)
-        pages = {}
-        for path in site_pages(html):
+        for path in _part_pages(html, part):
             data = rec.visit(path)
+            data["base_url"] = base_url
             backgrounds = rec.page.evaluate(FIGURE_BACKGROUNDS)
             data["figures"] = backgrounds["figures"]
             if path == CHAPTER:  # the light half of the light/dark comparison
@@ -480,37 +540,37 @@ def run_tour(html: Path) -> dict:
             if path.startswith("chapters/") and stem in live_stems:
                 data["live"] = _live_probe(rec.page, stem, SCREENSHOTS)
             data["sideways"] = rec.page.evaluate(SIDEWAYS)
-            pages[path] = data
-        result["pages"] = pages
-        result["crawl_seconds"] = time.perf_counter() - started
-        # the search page: the first query from its URL, as a reader's search box sends it;
-        # the others typed into the same page's search (Sphinx's Search.performSearch, the
-        # function the page itself calls with the URL's query)
-        searches = {}
-        for k, (query, _) in enumerate(SEARCHES):
-            if k == 0:
-                rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
-            else:
-                rec.page.evaluate("(q) => { document.getElementById('search-results')"
-                                  ".replaceChildren(); Search.performSearch(q); }", query)
-            rec.page.wait_for_selector(
-                "#search-results .search-summary:has-text('Search finished')")
-            searches[query] = rec.page.eval_on_selector_all(
-                "#search-results ul.search li > a",
-                "links => links.map(a => a.getAttribute('href'))")
-        rec.note_resources()
-        result["searches"] = searches
+            result["pages"][path] = data
+        if part == PARTS[2]:
+            # the search page: the first query from its URL, as a reader's search box sends
+            # it; the others typed into the same page's search (Sphinx's
+            # Search.performSearch, the function the page itself calls with the URL's query)
+            result["searches"] = {}
+            for k, (query, _) in enumerate(SEARCHES):
+                if k == 0:
+                    rec.visit("search.html?q=" + query.replace(" ", "+"), collect=False)
+                else:
+                    rec.page.evaluate("(q) => { document.getElementById('search-results')"
+                                      ".replaceChildren(); Search.performSearch(q); }", query)
+                rec.page.wait_for_selector(
+                    "#search-results .search-summary:has-text('Search finished')")
+                result["searches"][query] = rec.page.eval_on_selector_all(
+                    "#search-results ul.search li > a",
+                    "links => links.map(a => a.getAttribute('href'))")
+            rec.note_resources()
         result["http"] = rec.record()
         rec.close()
-        # 2. dark mode, one chapter
+    else:
+        # dark mode, one chapter
         dark = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
         dark.visit(CHAPTER)
-        result["dark"] = {"backgrounds": dark.page.evaluate(FIGURE_BACKGROUNDS), **dark.record()}
+        result["dark"] = {"backgrounds": dark.page.evaluate(FIGURE_BACKGROUNDS),
+                          **dark.record()}
         dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"))
         dark.close()
-        # 3. file://, the live chapters, without MathJax
-        files = Recorder(browser, html.resolve().as_uri() + "/", stub="**/_static/mathjax/**",
-                         viewport=DESKTOP)
+        # file://, the live chapters, without MathJax
+        files = Recorder(browser, html.resolve().as_uri() + "/",
+                         stub="**/_static/mathjax/**", viewport=DESKTOP)
         result["file"] = {}
         for stem in sorted(live_stems):
             files.where = f"chapters/{stem}.html"
@@ -524,7 +584,7 @@ def run_tour(html: Path) -> dict:
                 "steps": _interact(files.page, the_figure(stem), full=False)}
         result["file_record"] = files.record()
         files.close()
-        # 4. JavaScript off, the live chapters
+        # JavaScript off, the live chapters
         context = browser.new_context(java_script_enabled=False)
         page = context.new_page()
         result["nojs"] = {}
@@ -533,6 +593,19 @@ def run_tour(html: Path) -> dict:
             result["nojs"][stem] = page.locator("noscript[data-attnbook-live] em",
                                                 has_text=NOSCRIPT_NOTE).is_visible()
         context.close()
-        browser.close()
     result["seconds"] = time.perf_counter() - started
     return json.loads(json.dumps(result))  # plain JSON, as the other workers read it
+
+
+def merge(parts: dict) -> dict:
+    """The four parts' records as one tour: every page, and each record's lists joined."""
+    tour = {"pages": {}, "http": {"blocked": [], "failed": [], "console": [], "fetched": []},
+            "seconds": {name: part["seconds"] for name, part in parts.items()}}
+    for part in parts.values():
+        tour["pages"].update(part["pages"])
+        for key, values in part.get("http", {}).items():
+            tour["http"][key] += values
+        for key in ("searches", "dark", "file", "file_record", "nojs"):
+            if key in part:
+                tour[key] = part[key]
+    return tour

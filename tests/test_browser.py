@@ -35,7 +35,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from site_tour import CHAPTER, DESKTOP, SEARCHES
+from site_tour import CHAPTER, DESKTOP, PARTS, SEARCHES, _part_pages, site_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_BUDGET = 1_500_000  # bytes: HTML plus images of one chapter page
@@ -56,12 +56,22 @@ def html(built_site):
     return built_site["html"]
 
 
+@pytest.mark.parametrize("part", PARTS)
+def test_tour(part, tour_part, html):
+    """Each part of the tour (taken here, first: see tests/site_tour.py) visited its pages."""
+    seen = tour_part(part)
+    if part == PARTS[3]:
+        assert seen["dark"]["backgrounds"]["figures"] and len(seen["file"]) == len(seen["nojs"])
+        return
+    assert sorted(seen["pages"]) == _part_pages(html, part) and seen["pages"]
+    assert all(data["title"] for data in seen["pages"].values()), "a page without a title"
+
+
 @pytest.fixture(scope="module")
 def visits(site_tour):
     """What the tour saw on every page in light mode over http, and its records."""
-    http = site_tour["http"]
-    return {"pages": site_tour["pages"], "rec": http, "seconds": site_tour["crawl_seconds"],
-            "base_url": site_tour["base_url"]}
+    return {"pages": site_tour["pages"], "rec": site_tour["http"],
+            "seconds": sum(site_tour["seconds"].values())}
 
 
 def _allowed(text):
@@ -70,7 +80,7 @@ def _allowed(text):
 
 def test_every_page_was_visited(visits, html):
     pages = visits["pages"]
-    assert CHAPTER in pages and "intro.html" in pages, sorted(pages)
+    assert sorted(pages) == site_pages(html) and CHAPTER in pages and "intro.html" in pages
     assert all(data["title"] for data in pages.values()), "a page without a title"
 
 
@@ -125,10 +135,10 @@ def test_every_image_loads_and_has_alt_text(visits):
 
 
 def test_internal_links_and_anchors_resolve(visits, html):
-    base_url = visits["base_url"]
     ids = {path: set(data["ids"]) for path, data in visits["pages"].items()}
     problems, checked = [], 0
     for path, data in visits["pages"].items():
+        base_url = data["base_url"]  # the server of the worker that took this part of the tour
         for href in sorted(set(data["links"])):
             if not href.startswith(base_url):
                 continue  # another host (a launch button, a citation): not fetched, not checked here
@@ -284,20 +294,18 @@ def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
 
     if not Path(site_tour.CHROMIUM).exists():
         pytest.skip("chromium is not installed: run `apt-get install chromium`")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing")
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing")
     (tmp_path / "page.html").write_text(
         '<!doctype html><title>t</title><img src="http://example.org/a.png" alt="a">'
         '<script src="https://cdn.example.net/b.js"></script>'
         '<script>window.got = fetch("http://93.184.216.34/c").then(() => "reached",'
         ' () => "failed");</script>', encoding="utf-8")
-    with site_tour.serve(tmp_path) as base, sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=site_tour.CHROMIUM,
-                                    args=site_tour.LAUNCH_ARGS)
-        rec = site_tour.Recorder(browser, base)
+    with site_tour.serve(tmp_path) as base:
+        rec = site_tour.Recorder(site_tour.shared_chromium(), base)
         rec.visit("page.html", collect=False)
         assert rec.page.evaluate("window.got") == "failed"
         rec.note_resources()
-        browser.close()
+        rec.close()
     blocked = sorted(url for _, url in rec.blocked)
     assert blocked == ["http://93.184.216.34/c", "http://example.org/a.png",
                        "https://cdn.example.net/b.js"], rec.blocked
