@@ -140,7 +140,6 @@ def tour_part(built_site, tmp_path_factory):
     if built_site["returncode"] != 0:
         pytest.fail("the book did not build (see test_site.py)")
     shared = _shared_dir(tmp_path_factory.getbasetemp())
-    chromium = tour.Browser(built_site["html"])
 
     def take(part: str) -> dict:
         slug = "".join(c if c.isalnum() else "-" for c in part)
@@ -150,7 +149,7 @@ def tour_part(built_site, tmp_path_factory):
             try:
                 if not result_file.exists():
                     try:
-                        result = tour.run_part(part, built_site["html"], chromium)
+                        result = tour.run_part(part, built_site["html"])
                     except Exception:
                         result = {"error": traceback.format_exc()}
                     result_file.write_text(json.dumps(result))
@@ -162,8 +161,7 @@ def tour_part(built_site, tmp_path_factory):
                         pytrace=False)
         return result
 
-    yield take
-    chromium.close()
+    return take
 
 
 @pytest.fixture(scope="session")

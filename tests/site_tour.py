@@ -473,55 +473,34 @@ def _part_pages(html: Path, part: str) -> list[str]:
     return []
 
 
-_CHROMIUM = []  # (playwright, browser): one per process, see shared_chromium
+@contextlib.contextmanager
+def chromium(html: Path):
+    """Chromium and a server of ``html``; yields (browser, base URL). Both are closed on exit:
+    Playwright's sync API runs an event loop in this thread while it is open, and a later
+    test in the same worker may need asyncio.run()."""
+    from playwright.sync_api import sync_playwright
 
-
-def shared_chromium():
-    """Chromium, launched on first use and shared by everything in this process (Playwright's
-    sync API allows one instance per thread); closed when the process exits."""
-    if not _CHROMIUM:
-        import atexit
-
-        from playwright.sync_api import sync_playwright
-
-        playwright = sync_playwright().start()
+    with serve(html) as base_url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        _CHROMIUM.append((playwright, browser))
-
-        @atexit.register
-        def _close():
+        try:
+            yield browser, base_url
+        finally:
             browser.close()
-            playwright.stop()
-    return _CHROMIUM[0][1]
 
 
-class Browser:
-    """Chromium and the built site's server, started on first use."""
-
-    def __init__(self, html: Path):
-        self.html, self._server = html, None
-
-    def get(self):
-        if self._server is None:
-            server = serve(self.html)
-            self._server = (server, server.__enter__())
-        return shared_chromium(), self._server[1]
-
-    def close(self):
-        if self._server is not None:
-            self._server[0].__exit__(None, None, None)
-            self._server = None
-
-
-def run_part(part: str, html: Path, chromium: Browser) -> dict:
+def run_part(part: str, html: Path) -> dict:
     """Take one part of the tour (see the module's docstring); returns what it saw, as JSON.
 
     The tour comes in four parts, each a test of its own in test_browser.py (so that no
     single test takes long): the chapter pages in two halves, the other pages with the
     search, and the visits in dark mode, from file:// and without JavaScript.
     """
+    with chromium(html) as (browser, base_url):
+        return _run_part(part, html, browser, base_url)
+
+
+def _run_part(part, html, browser, base_url):
     started = time.perf_counter()
-    browser, base_url = chromium.get()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     live_stems = set(live_chapters())
     result = {"base_url": base_url, "pages": {}}

@@ -300,8 +300,8 @@ def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
         '<script src="https://cdn.example.net/b.js"></script>'
         '<script>window.got = fetch("http://93.184.216.34/c").then(() => "reached",'
         ' () => "failed");</script>', encoding="utf-8")
-    with site_tour.serve(tmp_path) as base:
-        rec = site_tour.Recorder(site_tour.shared_chromium(), base)
+    with site_tour.chromium(tmp_path) as (browser, base):
+        rec = site_tour.Recorder(browser, base)
         rec.visit("page.html", collect=False)
         assert rec.page.evaluate("window.got") == "failed"
         rec.note_resources()

@@ -342,3 +342,12 @@ def test_without_javascript_a_note_stands_in_for_the_figure(stem, site_tour):
     assert site_tour["nojs"][stem], "without JavaScript, the note is not shown"
     shown = _page(site_tour, stem)  # with JavaScript, the note's box is hidden, not left empty
     assert shown["noscript"] == 1 and not shown["noscript_box_visible"]
+
+
+def test_the_browser_leaves_no_event_loop_behind(site_tour):
+    """The browser files run on one worker, before other files (the root conftest.py); a
+    later test there may call asyncio.run() (test_kernel_messaging.py does), which fails
+    while Playwright's sync API still has its event loop open in this thread."""
+    import asyncio
+
+    assert asyncio.run(asyncio.sleep(0, result=42)) == 42
