@@ -13,8 +13,8 @@ so every page is loaded once where one load can show everything. The tour:
    need (COLLECT: titles, math, images, links, ids, widget leftovers; the figures'
    backgrounds; code blocks that scroll sideways, measured last because it opens
    every solution). On a chapter with a live figure it also, before the sideways
-   check: reads the numbers as the page opens; screenshots the figure at 1280 px and,
-   after resizing the window, at 390 px (and measures that it fits); drags the slider
+   check: reads the numbers as the page opens; screenshots the figure (and measures
+   that it fits the window); drags the slider
    with the mouse and presses keys (or clicks the mask's cells), recording the
    numbers after each step; sweeps the control over its whole range. On chapter 04
    it also runs core.js's number formatting on many values. Then the built-in search,
@@ -22,8 +22,9 @@ so every page is loaded once where one load can show everything. The tour:
 2. dark mode: chapter 01 once (figure backgrounds; a screenshot of its first screen, as
    in light mode).
 3. file://: each live chapter, opened from the folder as a reader who downloaded
-   the site would; MathJax is not loaded there (the figure is what is checked;
-   MathJax is checked on every page in step 1): the figure draws and responds.
+   the site would, in a phone-sized window (390 x 844); MathJax is not loaded there
+   (the figure is what is checked; MathJax is checked on every page in step 1): the
+   figure draws, fits the window (screenshot) and responds to a drag.
 4. JavaScript off: each live chapter shows the note that stands in for its figure.
 
 Every request to another host is blocked and recorded, with the page it came from,
@@ -441,9 +442,7 @@ def _live_probe(page, stem, shots: Path) -> dict:
                ".output:has(> noscript[data-attnbook-live])").is_visible()}
     if out["hosts"] != 1:
         return out
-    out["box"] = {str(DESKTOP["width"]): _figure_box(page, stem, DESKTOP, shots),
-                  str(PHONE["width"]): _figure_box(page, stem, PHONE, shots)}
-    page.set_viewport_size(DESKTOP)
+    out["box"] = {str(DESKTOP["width"]): _figure_box(page, stem, DESKTOP, shots)}
     out["steps"] = _interact(page, fig)
     if isinstance(fig, live.SliderFigure):
         out["sweep"] = page.evaluate(SWEEP, fig.control_values())
@@ -547,9 +546,9 @@ def _run_part(part, html, browser, base_url):
                           **dark.record()}
         dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"))
         dark.close()
-        # file://, the live chapters, without MathJax
+        # file://, the live chapters, without MathJax, in a phone-sized window
         files = Recorder(browser, html.resolve().as_uri() + "/",
-                         stub="**/_static/mathjax/**", viewport=DESKTOP)
+                         stub="**/_static/mathjax/**", viewport=PHONE)
         result["file"] = {}
         for stem in sorted(live_stems):
             files.where = f"chapters/{stem}.html"
@@ -560,6 +559,7 @@ def _run_part(part, html, browser, base_url):
             result["file"][stem] = {
                 "hosts": files.page.locator(".attnbook-live-host").count(),
                 "initial": _numbers(files.page),
+                "box": _figure_box(files.page, stem, PHONE, SCREENSHOTS),
                 "steps": _interact(files.page, the_figure(stem), full=False)}
         result["file_record"] = files.record()
         files.close()
