@@ -1,4 +1,5 @@
-"""Skip the notebooks whose optional packages are not installed; order a parallel run.
+"""Skip the notebooks whose optional packages are not installed; order a parallel run;
+start nbval's kernels on Unix sockets (pytest_configure).
 
 A notebook declares what it needs beyond requirements.txt in its metadata,
 ``"attnbook": {"requires": ["torch"]}``. When such a package cannot be imported,
@@ -11,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from attnbook.nbtools import missing_requirements, skip_reason
+from attnbook.nbtools import ipc_kernel_manager, missing_requirements, skip_reason
+
+
+def pytest_configure(config):
+    """nbval's kernels listen on Unix sockets, not TCP ports (see nbtools.ipc_kernel_manager:
+    two kernels started at the same moment by the two workers could share a port)."""
+    try:
+        import nbval.kernel
+    except ImportError:  # pragma: no cover (nbval is in requirements.txt)
+        return
+    nbval.kernel.KernelManager = ipc_kernel_manager()
 
 
 def pytest_collection_modifyitems(config, items):

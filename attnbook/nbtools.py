@@ -668,6 +668,39 @@ def _output_widget_publish_msg(self, msg_type, data=None, metadata=None, buffers
     self.kernel_client.shell_channel.socket.send_multipart(frames)
 
 
+def ipc_kernel_manager():
+    """jupyter_client's KernelManager with the kernel's sockets on Unix sockets, not TCP.
+
+    On TCP, jupyter_client picks each of a kernel's five ports by binding to port 0 and
+    releasing it, and the kernel binds it a moment later; a kernel started at the same
+    moment by another process can be handed the same port in between. Its client then
+    talks to the other kernel, whose replies are signed with another key and ignored: the
+    kernel "didn't respond in 60 seconds" (seen in `make test` once its two workers started
+    chapters' kernels together). Unix sockets get unique file names instead of ports
+    (in Jupyter's runtime folder, given as absolute paths: the kernel runs in the
+    notebook's folder, the client elsewhere), so no two kernels can meet.
+    """
+    import os
+    import uuid
+
+    from jupyter_client.manager import KernelManager
+    from jupyter_core.paths import jupyter_runtime_dir
+    from traitlets import default
+
+    class IPCKernelManager(KernelManager):
+        @default("transport")
+        def _default_transport(self):
+            return "ipc"
+
+        @default("ip")
+        def _default_ip(self):
+            runtime = jupyter_runtime_dir()
+            os.makedirs(runtime, exist_ok=True)
+            return os.path.join(runtime, f"kernel-{uuid.uuid4().hex[:16]}-ipc")
+
+    return IPCKernelManager
+
+
 def execute(notebooks, timeout: int = CELL_TIMEOUT) -> int:
     """Execute notebooks in place with nbconvert (as `jupyter nbconvert --execute --inplace`)."""
     from nbconvert.nbconvertapp import NbConvertApp

@@ -270,9 +270,7 @@ class StudentKernel:
         self.start()
 
     def start(self):
-        from jupyter_client.manager import KernelManager
-
-        self.km = KernelManager(kernel_name="python3")
+        self.km = nbtools.ipc_kernel_manager()(kernel_name="python3")  # no TCP port to share
         self.km.start_kernel(cwd=str(self.cwd), stderr=open(self.log, "ab"),
                              env={**os.environ, "MPLBACKEND": "agg"})
         self.kc = self.km.client()

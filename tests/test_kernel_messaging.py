@@ -87,3 +87,25 @@ def test_make_outputs_applies_the_fix():
 
     nbtools.fix_nbclient_output_widget()
     assert output_widget.OutputWidget._publish_msg is nbtools._output_widget_publish_msg
+
+
+def test_nbval_kernels_listen_on_unix_sockets():
+    """The root conftest.py gives nbval a kernel manager on Unix sockets (no TCP port that a
+    kernel started at the same moment by the other worker could take); it starts and
+    answers, and its socket files are gone once it is shut down."""
+    import os
+
+    import nbval.kernel
+
+    assert nbval.kernel.KernelManager.__name__ == "IPCKernelManager"
+    km, kc = nbval.kernel.start_new_kernel(kernel_name=nbval.kernel.CURRENT_ENV_KERNEL_NAME,
+                                           startup_timeout=60)
+    try:
+        assert km.transport == "ipc" and os.path.isabs(km.ip)
+        assert os.path.exists(f"{km.ip}-{km.shell_port}")
+        reply = kc.execute_interactive("6 * 7", timeout=30)
+        assert reply["content"]["status"] == "ok"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert not os.path.exists(f"{km.ip}-{km.shell_port}")

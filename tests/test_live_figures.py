@@ -144,6 +144,7 @@ def test_reexecuting_a_chapter_gives_the_same_widget_state(tmp_path):
     shutil.copy(ROOT / "chapters" / "02_soft_lookup.ipynb", path)
     nb = nbformat.read(path, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, record_timing=False,
+                            kernel_manager_class=nbtools.ipc_kernel_manager(),
                             resources={"metadata": {"path": str(ROOT / "chapters")}}).execute()
     nbformat.write(nb, path)
     nbtools.tidy(path)
