@@ -319,7 +319,10 @@ class Recorder:
 
     def _request_failed(self, request):  # a network error, or a request to another host
         if request.url.startswith(self.base):
-            self.failed.append([self.where, request.url, request.failure])
+            # ERR_ABORTED: cancelled by the browser, e.g. the favicon of a page the tour has
+            # already left; a missing file shows as HTTP 404 (see _loaded) or ERR_FILE_NOT_FOUND
+            if request.failure != "net::ERR_ABORTED":
+                self.failed.append([self.where, request.url, request.failure])
         elif not request.url.startswith(("data:", "blob:", "about:")):
             self.blocked.append([self.where, request.url])
 
