@@ -288,8 +288,8 @@ def test_page_weight(visits, html, record_property):
 
 def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
     """The tour's guard works: a page asking another host for an image, a script and a
-    fetch gets nothing, and each request is recorded as blocked (the other tests rely on
-    this record being complete)."""
+    fetch gets nothing, and each request is recorded as blocked; a missing local file is
+    recorded as failed (the other tests rely on these records being complete)."""
     import site_tour
 
     if not Path(site_tour.CHROMIUM).exists():
@@ -297,6 +297,7 @@ def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
     pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing")
     (tmp_path / "page.html").write_text(
         '<!doctype html><title>t</title><img src="http://example.org/a.png" alt="a">'
+        '<img src="missing.png" alt="a file the site does not have">'
         '<script src="https://cdn.example.net/b.js"></script>'
         '<script>window.got = fetch("http://93.184.216.34/c").then(() => "reached",'
         ' () => "failed");</script>', encoding="utf-8")
@@ -310,3 +311,4 @@ def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
     assert blocked == ["http://93.184.216.34/c", "http://example.org/a.png",
                        "https://cdn.example.net/b.js"], rec.blocked
     assert base + "page.html" in [url for _, url in rec.fetched], rec.fetched
+    assert ["page.html", base + "missing.png", "HTTP 404"] in rec.failed, rec.failed
