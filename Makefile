@@ -60,7 +60,8 @@ $(TORCH_STAMP): requirements-torch.txt | $(STAMP)
 # `make test` checks that very site (tests/conftest.py, built_site).
 SITE_INPUTS := $(shell find . \( -name .git -o -name .venv -o -name _build -o -name tests \
 	-o -name student -o -name slides -o -name wheelhouse -o -name __pycache__ \
-	-o -name .ipynb_checkpoints -o -name .pytest_cache -o -name .ci -o -name .github \
+	-o -name .ipynb_checkpoints -o -name .pytest_cache -o -name .hypothesis -o -name '*.egg-info' \
+	-o -name .ci -o -name .github \
 	-o -path ./README.md -o -path ./conftest.py \) -prune -o -type f -print)
 SITE := _build/html/.built
 
