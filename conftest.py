@@ -50,8 +50,8 @@ def _skip_missing_requirements(items):
 # xdist's loadfile sends each file to one worker, biggest files (most tests) first. Here
 # the files that take longest go first instead, so that the run does not end with one
 # worker busy and the other idle: the browser's tour of the site (whose two test files
-# share one tour, so they go to one worker together; the site is built in the
-# background meanwhile, see tests/conftest.py), then the chapters (nbval; the bigger
+# share one tour, so they go to one worker together; without `make`, that worker builds
+# the site first, see tests/conftest.py), then the chapters (nbval; the bigger
 # notebook first), then the classroom kit, the tests against PyTorch and transformers,
 # and the other unit tests in their usual order.
 BROWSER_FILES = ("tests/test_browser.py", "tests/test_live_figures.py")

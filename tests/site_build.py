@@ -1,9 +1,9 @@
 """Build the book into a throwaway folder, as `make book` does (-W -n --keep-going).
 
-Used by the ``built_site`` fixture (conftest.py). ``python tests/site_build.py OUT`` builds
-into OUT/src/_build/html and writes OUT/book-build.json (return code, log, html path)
-when done; `make test` starts it in the background as the run begins (conftest.py,
-``pytest_sessionstart``), so that no test worker waits for the build with nothing to do.
+Used by the ``built_site`` fixture (conftest.py) when the tests run without `make`
+(`make test` checks the site `make` built in _build). ``build(out)`` builds into
+out/src/_build/html; ``write_result`` stores its return code, log and html path as
+out/book-build.json for the other workers.
 """
 
 from __future__ import annotations
@@ -40,13 +40,3 @@ def write_result(out: Path, result: dict) -> None:
     tmp = out / (RESULT + ".tmp")
     tmp.write_text(json.dumps(result))
     tmp.replace(out / RESULT)  # atomic: a reader sees all of it or nothing
-
-
-if __name__ == "__main__":
-    target = Path(sys.argv[1])
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        outcome = build(target)
-    except Exception as exc:  # the waiting tests report it
-        outcome = {"returncode": -1, "log": f"the build crashed: {exc!r}", "html": ""}
-    write_result(target, outcome)
