@@ -5,10 +5,12 @@ which `make` has (re)built from scratch if any of its inputs changed since the l
 build, keeping the build's log and exit code beside it (ATTNBOOK_SITE names that
 folder). Run without make, the site is built once per run into a folder shared by every
 worker (``built_site``): the first worker to ask builds it, under a lock (the scheduler
-in the root conftest.py sends the browser's tour first, so that is where it happens). Likewise the browser's tour of the built site (tests/site_tour.py) is taken once,
+in the root conftest.py sends the browser's tour first, so that is where it happens).
+Likewise the browser's tour of the built site (tests/site_tour.py) is taken once,
 in four parts (``tour_part``, ``site_tour``), and what it saw is shared, as JSON, by
-test_browser.py and test_live_figures.py; the scheduler in the root conftest.py runs those two files on one
-worker.
+test_browser.py and test_live_figures.py; the scheduler in the root conftest.py runs those two
+files on one worker, one after the other, and they share one chromium
+(``pytest_runtest_teardown`` closes it after the last of them).
 
 The terminal summary prints the reports that tests attach as user properties named
 ``report:<title>`` (the page-weight table of the browser suite, for example), so they
@@ -110,6 +112,23 @@ def site_tour(tour_part):
     import site_tour as tour
 
     return tour.merge({part: tour_part(part) for part in tour.PARTS})
+
+
+# The browser tests (the files the root conftest.py schedules together, BROWSER_FILES)
+# share one chromium (site_tour.shared_browser); it is closed once the worker's next test
+# is not one of them, so that no other test runs beside Playwright's event loop.
+BROWSER_TEST_FILES = ("test_browser.py", "test_live_figures.py")
+
+
+def is_browser_test(item) -> bool:
+    return item is not None and item.path.name in BROWSER_TEST_FILES
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    tour = sys.modules.get("site_tour")
+    if tour is not None and tour.browser_is_open() and not is_browser_test(nextitem):
+        tour.close_browser()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -269,18 +269,18 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-@contextlib.contextmanager
-def serve(html: Path):
-    """Serve the built site on 127.0.0.1, on a free port chosen now; yields its base URL."""
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=str(html)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+def serve(html: Path) -> str:
+    """The base URL of ``html`` served on 127.0.0.1, on a free port chosen the first time;
+    the server runs until close_browser(). One server per folder, so that every part of the
+    tour has the same origin, and the browser's cache (theme scripts, MathJax) serves them all."""
+    servers = _SHARED.setdefault("servers", {})
+    key = str(Path(html).resolve())
+    if key not in servers:
+        server = http.server.ThreadingHTTPServer(
+            ("127.0.0.1", 0), functools.partial(_QuietHandler, directory=key))
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers[key] = (server, f"http://127.0.0.1:{server.server_address[1]}/")
+    return servers[key][1]
 
 
 def _location(message) -> str:
@@ -348,6 +348,12 @@ class Recorder:
     def record(self) -> dict:
         return {"blocked": self.blocked, "failed": self.failed, "console": self.console,
                 "fetched": self.fetched}
+
+    def take_record(self) -> dict:
+        """What was recorded since the last call (for a context shared by parts of the tour)."""
+        record = self.record()
+        self.blocked, self.failed, self.console, self.fetched = [], [], [], []
+        return record
 
     def close(self):
         self.context.close()
@@ -475,19 +481,68 @@ def _part_pages(html: Path, part: str) -> list[str]:
     return []
 
 
-@contextlib.contextmanager
-def chromium(html: Path):
-    """Chromium and a server of ``html``; yields (browser, base URL). Both are closed on exit:
-    Playwright's sync API runs an event loop in this thread while it is open, and a later
-    test in the same worker may need asyncio.run()."""
+# One Playwright driver, one chromium and one server per site folder per process, shared by
+# the parts of the tour and the other browser tests: launching chromium and Playwright costs
+# about 2 CPU-seconds each time, and a new context or origin starts with a cold cache (the
+# first page of a context costs three times the next). Playwright's sync API keeps an event
+# loop open in this thread until it stops, and a later test in the same worker may need
+# asyncio.run(): close_browser() stops everything, and tests/conftest.py calls it as soon as
+# the next test of the worker is not a browser test.
+_SHARED: dict = {}
+
+
+def shared_browser():
+    """The process's chromium, launched on first use (or again if it died)."""
+    browser = _SHARED.get("browser")
+    if browser is not None and browser.is_connected():
+        return browser
+    close_browser()
     from playwright.sync_api import sync_playwright
 
-    with serve(html) as base_url, sync_playwright() as playwright:
+    playwright = sync_playwright().start()
+    try:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        try:
-            yield browser, base_url
-        finally:
+    except BaseException:
+        playwright.stop()
+        raise
+    _SHARED.update(playwright=playwright, browser=browser)
+    return browser
+
+
+def browser_is_open() -> bool:
+    return "playwright" in _SHARED
+
+
+def close_browser():
+    """Close the shared chromium, stop Playwright (and its event loop) and the servers."""
+    browser, playwright = _SHARED.pop("browser", None), _SHARED.pop("playwright", None)
+    _SHARED.pop("light", None)  # closed with the browser
+    servers = _SHARED.pop("servers", {})
+    try:
+        if browser is not None and browser.is_connected():
             browser.close()
+    finally:
+        if playwright is not None:
+            playwright.stop()
+        for server, _ in servers.values():
+            server.shutdown()
+            server.server_close()
+
+
+@contextlib.contextmanager
+def chromium(html: Path):
+    """The shared chromium (shared_browser) and the base URL of ``html`` served over http
+    (serve); yields (browser, base URL). Both stay open for the next caller."""
+    yield shared_browser(), serve(html)
+
+
+def light_recorder(browser, base_url) -> Recorder:
+    """The light-mode desktop context of step 1 of the tour, shared by its parts."""
+    rec = _SHARED.get("light")
+    if rec is None or rec.base != base_url or rec.context.browser is not browser:
+        rec = _SHARED["light"] = Recorder(browser, base_url, color_scheme="light",
+                                          viewport=DESKTOP)
+    return rec
 
 
 def run_part(part: str, html: Path) -> dict:
@@ -508,7 +563,7 @@ def _run_part(part, html, browser, base_url):
     result = {"base_url": base_url, "pages": {}}
     if part != PARTS[3]:
         # light mode, http: every page of this part
-        rec = Recorder(browser, base_url, color_scheme="light", viewport=DESKTOP)
+        rec = light_recorder(browser, base_url)
         for path in _part_pages(html, part):
             data = rec.visit(path)
             data["base_url"] = base_url
@@ -539,8 +594,7 @@ def _run_part(part, html, browser, base_url):
                     "#search-results ul.search li > a",
                     "links => links.map(a => a.getAttribute('href'))")
             rec.note_resources()
-        result["http"] = rec.record()
-        rec.close()
+        result["http"] = rec.take_record()
     else:
         # dark mode, one chapter
         dark = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)

@@ -347,9 +347,40 @@ def test_without_javascript_a_note_stands_in_for_the_figure(stem, site_tour):
 
 
 def test_the_browser_leaves_no_event_loop_behind(site_tour):
-    """The browser files run on one worker, before other files (the root conftest.py); a
-    later test there may call asyncio.run() (test_kernel_messaging.py does), which fails
-    while Playwright's sync API still has its event loop open in this thread."""
+    """The browser files run on one worker, before other files (the root conftest.py), and
+    share one chromium; a later test there may call asyncio.run() (test_kernel_messaging.py
+    does), which fails while Playwright's sync API still has its event loop open in this
+    thread. tests/conftest.py closes the browser after the last browser test, as here."""
     import asyncio
 
+    import site_tour as tour
+
+    tour.shared_browser()
+    assert tour.browser_is_open()
+    tour.close_browser()
+    assert not tour.browser_is_open()
     assert asyncio.run(asyncio.sleep(0, result=42)) == 42
+
+
+def test_the_browser_is_closed_when_the_next_test_is_not_a_browser_test(monkeypatch, request):
+    """tests/conftest.py's teardown hook: close between two files only when the next test
+    of this worker is not in a browser file (or there is no next test)."""
+    import site_tour as tour
+
+    tests_conftest = next(p for p in request.config.pluginmanager.get_plugins()
+                          if getattr(p, "__file__", None) == str(ROOT / "tests" / "conftest.py"))
+
+    class Item:
+        def __init__(self, name):
+            self.path = ROOT / "tests" / name
+
+    closed = []
+    monkeypatch.setattr(tour, "browser_is_open", lambda: True)
+    monkeypatch.setattr(tour, "close_browser", lambda: closed.append(True))
+    here = Item("test_live_figures.py")
+    for nextitem, closes in [(Item("test_browser.py"), False),
+                             (Item("test_live_figures.py"), False),
+                             (Item("test_kernel_messaging.py"), True), (None, True)]:
+        closed.clear()
+        tests_conftest.pytest_runtest_teardown(here, nextitem)
+        assert closed == ([True] if closes else []), nextitem
