@@ -27,9 +27,15 @@ def pytest_configure(config):
 
 def pytest_collection_modifyitems(config, items):
     _skip_missing_requirements(items)
-    if getattr(config.option, "numprocesses", None):
+    if _parallel(config):
         ranks = {}
         items.sort(key=lambda item: ranks.setdefault(item.path, _rank(item.path)))
+
+
+def _parallel(config) -> bool:
+    """A parallel run: the controller (-n) or one of its workers. A worker collects with
+    numprocesses reset to None; its collection is the one the scheduler distributes."""
+    return bool(getattr(config.option, "numprocesses", None)) or hasattr(config, "workerinput")
 
 
 def _skip_missing_requirements(items):
@@ -47,13 +53,14 @@ def _skip_missing_requirements(items):
 
 # --- scheduling a parallel run (`make test`: -n auto --dist loadfile) ---
 #
-# xdist's loadfile sends each file to one worker, biggest files (most tests) first. Here
-# the files that take longest go first instead, so that the run does not end with one
-# worker busy and the other idle: the browser's tour of the site (whose two test files
-# share one tour, so they go to one worker together; without `make`, that worker builds
-# the site first, see tests/conftest.py), then the chapters (nbval; the bigger
-# notebook first), then the classroom kit, the tests against PyTorch and transformers,
-# and the other unit tests in their usual order.
+# xdist's loadfile sends each file to one worker, in the order the workers collected the
+# tests (the controller collects nothing, and a worker collects with numprocesses reset to
+# None: _parallel). Here the files that take longest go first, so that the run does not
+# end with one worker busy and the other idle: the browser's tour of the site (whose two
+# test files share one tour and one chromium, so they go to one worker together; without
+# `make`, that worker builds the site first, see tests/conftest.py), then the chapters
+# (nbval; the bigger notebook first), then the classroom kit, the tests against PyTorch and
+# transformers, and the other unit tests in their usual order.
 BROWSER_FILES = ("tests/test_browser.py", "tests/test_live_figures.py")
 # The tests against PyTorch and transformers go to one worker too: importing them costs
 # seconds of CPU in every process that does.

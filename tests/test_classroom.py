@@ -404,7 +404,7 @@ def test_a_hung_cell_fails_fast_and_names_the_cell(student_kernel):
                      "source": "import time\ntime.sleep(60)"}]}
     started = time.monotonic()
     with pytest.raises(pytest.fail.Exception) as failure:
-        execute_student_copy(student_kernel, nb, "hang.ipynb", timeout=2)
+        execute_student_copy(student_kernel, nb, "hang.ipynb", timeout=1)
     assert time.monotonic() - started < 20
     assert "hang.ipynb: cell 0 (id sleepy) hung" in str(failure.value) and "time.sleep(60)" in str(failure.value)
     assert student_kernel.run("print(6 * 7)")[0]["text"] == "42\n", "the kernel did not recover"
