@@ -19,13 +19,14 @@ so every page is loaded once where one load can show everything. The tour:
    numbers after each step; sweeps the control over its whole range. On chapter 04
    it also runs core.js's number formatting on many values. Then the built-in search,
    in the same context.
-2. dark mode: chapter 01 once (figure backgrounds; a screenshot of its first screen, as
-   in light mode).
+2. dark mode: chapter 01 once, loaded with the system preference set to dark, in the
+   same context (figure backgrounds; a screenshot of its first screen, as in light mode).
 3. file://: each live chapter, opened from the folder as a reader who downloaded
    the site would, in a phone-sized window (390 x 844); MathJax is not loaded there
    (the figure is what is checked; MathJax is checked on every page in step 1): the
    figure draws, fits the window (screenshot) and responds to a drag.
-4. JavaScript off: each live chapter shows the note that stands in for its figure.
+4. JavaScript off (in step 1's context, its scripts disabled): each live chapter shows
+   the note that stands in for its figure, and none of its scripts ran.
 
 Every request to another host is blocked and recorded, with the page it came from,
 as are failed requests and console messages. The result is plain JSON, computed once
@@ -596,13 +597,18 @@ def _run_part(part, html, browser, base_url):
             rec.note_resources()
         result["http"] = rec.take_record()
     else:
-        # dark mode, one chapter
-        dark = Recorder(browser, base_url, color_scheme="dark", viewport=DESKTOP)
-        dark.visit(CHAPTER)
-        result["dark"] = {"backgrounds": dark.page.evaluate(FIGURE_BACKGROUNDS),
-                          **dark.record()}
-        dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"))
-        dark.close()
+        # dark mode, one chapter: loaded afresh in the light-mode context of step 1, its
+        # system preference set to dark first (a new context would start with a cold cache)
+        dark = light_recorder(browser, base_url)
+        dark.take_record()
+        dark.page.emulate_media(color_scheme="dark")
+        try:
+            dark.visit(CHAPTER)
+            result["dark"] = {"backgrounds": dark.page.evaluate(FIGURE_BACKGROUNDS)}
+            dark.page.screenshot(path=str(SCREENSHOTS / f"{Path(CHAPTER).stem}-dark.png"))
+        finally:
+            dark.page.emulate_media(color_scheme="light")
+        result["dark"].update(dark.take_record())
         # file://, the live chapters, without MathJax, in a phone-sized window
         files = Recorder(browser, html.resolve().as_uri() + "/",
                          stub="**/_static/mathjax/**", viewport=PHONE)
@@ -620,15 +626,24 @@ def _run_part(part, html, browser, base_url):
                 "steps": _interact(files.page, the_figure(stem), full=False)}
         result["file_record"] = files.record()
         files.close()
-        # JavaScript off, the live chapters
-        context = browser.new_context(java_script_enabled=False)
-        page = context.new_page()
+        # JavaScript off, the live chapters: in the light-mode context again, with the page's
+        # scripts disabled as a context made with java_script_enabled=False has them
+        # (Playwright does it with this same DevTools command)
+        page = light_recorder(browser, base_url).page
+        devtools = page.context.new_cdp_session(page)
+        devtools.send("Emulation.setScriptExecutionDisabled", {"value": True})
         result["nojs"] = {}
-        for stem in sorted(live_stems):
-            page.goto(f"{base_url}chapters/{stem}.html")
-            result["nojs"][stem] = page.locator("noscript[data-attnbook-live] em",
-                                                has_text=NOSCRIPT_NOTE).is_visible()
-        context.close()
+        try:
+            for stem in sorted(live_stems):
+                page.goto(f"{base_url}chapters/{stem}.html")
+                result["nojs"][stem] = {
+                    "scripts_ran": page.evaluate("() => window.attnbookLiveReady !== undefined"),
+                    "note_visible": page.locator("noscript[data-attnbook-live] em",
+                                                 has_text=NOSCRIPT_NOTE).is_visible()}
+        finally:
+            devtools.send("Emulation.setScriptExecutionDisabled", {"value": False})
+            devtools.detach()
+            light_recorder(browser, base_url).take_record()  # requests of no interest here
     result["seconds"] = time.perf_counter() - started
     return json.loads(json.dumps(result))  # plain JSON, as the other workers read it
 

@@ -341,7 +341,9 @@ def test_pages_load_no_widget_manager_and_stay_within_budget(site):
 
 @pytest.mark.parametrize("stem", CHAPTERS)
 def test_without_javascript_a_note_stands_in_for_the_figure(stem, site_tour):
-    assert site_tour["nojs"][stem], "without JavaScript, the note is not shown"
+    nojs = site_tour["nojs"][stem]
+    assert not nojs["scripts_ran"], "the page's scripts ran: JavaScript was not off"
+    assert nojs["note_visible"], "without JavaScript, the note is not shown"
     shown = _page(site_tour, stem)  # with JavaScript, the note's box is hidden, not left empty
     assert shown["noscript"] == 1 and not shown["noscript_box_visible"]
 
