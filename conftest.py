@@ -8,6 +8,7 @@ package and the command that installs it (``pytest -rs`` prints it). The skip
 mark is evaluated before nbval starts the notebook's kernel, so none is started.
 """
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -67,13 +68,17 @@ BROWSER_FILES = ("tests/test_browser.py", "tests/test_live_figures.py")
 TORCH_SCOPE = "tests/*torch*, tests/*transformers*"
 
 
+def _rel(path: Path) -> str:
+    return path.resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+
+
 def _uses_torch(rel: str) -> bool:
     name = rel.rsplit("/", 1)[-1]
     return rel.startswith("tests/") and ("torch" in name or "transformers" in name)
 
 
 def _rank(path: Path) -> tuple:
-    rel = path.resolve().relative_to(Path(__file__).resolve().parent).as_posix()
+    rel = _rel(path)
     if rel in BROWSER_FILES:
         return (0, 0)
     if path.suffix == ".ipynb":
@@ -106,3 +111,15 @@ def pytest_xdist_make_scheduler(config, log):
             return TORCH_SCOPE if _uses_torch(path) else path
 
     return BookScheduling(config, log)
+
+
+# The browser files share one chromium (tests/site_tour.py, shared_browser). It is closed as
+# soon as this worker's next test is not in one of them (or there is none): Playwright's
+# sync API keeps an event loop running in this thread, and a later test may need
+# asyncio.run().
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    tour = sys.modules.get("site_tour")
+    if tour is not None and tour.browser_is_open() and not (
+            nextitem is not None and _rel(nextitem.path) in BROWSER_FILES):
+        tour.close_browser()

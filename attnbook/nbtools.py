@@ -355,8 +355,6 @@ def student_copy(nb: dict) -> dict:
     return nb
 
 
-
-
 # --- which cells of a student copy can behave differently from the original (student_slice) ---
 #
 # A student copy is the original minus the solution regions, plus a stub cell where an exercise

@@ -9,8 +9,8 @@ in the root conftest.py sends the browser's tour first, so that is where it happ
 Likewise the browser's tour of the built site (tests/site_tour.py) is taken once,
 in four parts (``tour_part``, ``site_tour``), and what it saw is shared, as JSON, by
 test_browser.py and test_live_figures.py; the scheduler in the root conftest.py runs those two
-files on one worker, one after the other, and they share one chromium
-(``pytest_runtest_teardown`` closes it after the last of them).
+files on one worker, one after the other, and they share one chromium (closed after
+the last of them by ``pytest_runtest_teardown`` in the root conftest.py).
 
 The terminal summary prints the reports that tests attach as user properties named
 ``report:<title>`` (the page-weight table of the browser suite, for example), so they
@@ -40,6 +40,21 @@ def _shared_dir(base: Path) -> Path:
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
 
+def _once_per_run(result_file: Path, compute) -> dict:
+    """``compute()``'s JSON result, computed by the first worker to ask and kept in
+    ``result_file`` (in the run's shared folder); the others wait on a lock and read it."""
+    with open(result_file.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            if not result_file.exists():
+                tmp = result_file.with_suffix(".tmp")
+                tmp.write_text(json.dumps(compute()))
+                tmp.replace(result_file)  # atomic: a reader sees all of it or nothing
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return json.loads(result_file.read_text())
+
+
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory):
     """The book built once per run into a temporary folder with -W -n --keep-going.
@@ -53,16 +68,8 @@ def built_site(tmp_path_factory):
                 "log": (made / "book.log").read_text(encoding="utf-8", errors="replace"),
                 "html": made / "html"}
     out = _shared_dir(tmp_path_factory.getbasetemp()) / "book-build"
-    result_file = out / site_build.RESULT
     out.mkdir(parents=True, exist_ok=True)
-    with open(out.parent / "book-build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            if not result_file.exists():
-                site_build.write_result(out, site_build.build(out))
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-    result = json.loads(result_file.read_text())
+    result = _once_per_run(out / site_build.RESULT, lambda: site_build.build(out))
     return {**result, "html": Path(result["html"])}
 
 
@@ -85,19 +92,14 @@ def tour_part(built_site, tmp_path_factory):
 
     def take(part: str) -> dict:
         slug = "".join(c if c.isalnum() else "-" for c in part)
-        result_file = shared / f"site-tour-{slug}.json"
-        with open(shared / f"site-tour-{slug}.lock", "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+
+        def run():
             try:
-                if not result_file.exists():
-                    try:
-                        result = tour.run_part(part, built_site["html"])
-                    except Exception:
-                        result = {"error": traceback.format_exc()}
-                    result_file.write_text(json.dumps(result))
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-        result = json.loads(result_file.read_text())
+                return tour.run_part(part, built_site["html"])
+            except Exception:
+                return {"error": traceback.format_exc()}
+
+        result = _once_per_run(shared / f"site-tour-{slug}.json", run)
         if "error" in result:
             pytest.fail(f"the browser's tour of the site failed ({part}):\n" + result["error"],
                         pytrace=False)
@@ -112,23 +114,6 @@ def site_tour(tour_part):
     import site_tour as tour
 
     return tour.merge({part: tour_part(part) for part in tour.PARTS})
-
-
-# The browser tests (the files the root conftest.py schedules together, BROWSER_FILES)
-# share one chromium (site_tour.shared_browser); it is closed once the worker's next test
-# is not one of them, so that no other test runs beside Playwright's event loop.
-BROWSER_TEST_FILES = ("test_browser.py", "test_live_figures.py")
-
-
-def is_browser_test(item) -> bool:
-    return item is not None and item.path.name in BROWSER_TEST_FILES
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_runtest_teardown(item, nextitem):
-    tour = sys.modules.get("site_tour")
-    if tour is not None and tour.browser_is_open() and not is_browser_test(nextitem):
-        tour.close_browser()
 
 
 def pytest_terminal_summary(terminalreporter):

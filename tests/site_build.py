@@ -2,13 +2,12 @@
 
 Used by the ``built_site`` fixture (conftest.py) when the tests run without `make`
 (`make test` checks the site `make` built in _build). ``build(out)`` builds into
-out/src/_build/html; ``write_result`` stores its return code, log and html path as
-out/book-build.json for the other workers.
+out/src/_build/html; conftest.py keeps its return code, log and html path in
+out/book-build.json (RESULT) for the other workers.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -36,7 +35,3 @@ def build(out: Path) -> dict:
             "html": str(src / "_build" / "html")}
 
 
-def write_result(out: Path, result: dict) -> None:
-    tmp = out / (RESULT + ".tmp")
-    tmp.write_text(json.dumps(result))
-    tmp.replace(out / RESULT)  # atomic: a reader sees all of it or nothing

@@ -487,8 +487,8 @@ def _part_pages(html: Path, part: str) -> list[str]:
 # about 2 CPU-seconds each time, and a new context or origin starts with a cold cache (the
 # first page of a context costs three times the next). Playwright's sync API keeps an event
 # loop open in this thread until it stops, and a later test in the same worker may need
-# asyncio.run(): close_browser() stops everything, and tests/conftest.py calls it as soon as
-# the next test of the worker is not a browser test.
+# asyncio.run(): close_browser() stops everything, and the root conftest.py calls it as
+# soon as the next test of the worker is not a browser test.
 _SHARED: dict = {}
 
 

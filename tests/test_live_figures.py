@@ -352,7 +352,7 @@ def test_the_browser_leaves_no_event_loop_behind(site_tour):
     """The browser files run on one worker, before other files (the root conftest.py), and
     share one chromium; a later test there may call asyncio.run() (test_kernel_messaging.py
     does), which fails while Playwright's sync API still has its event loop open in this
-    thread. tests/conftest.py closes the browser after the last browser test, as here."""
+    thread. The root conftest.py closes the browser after the last browser test, as here."""
     import asyncio
 
     import site_tour as tour
@@ -365,12 +365,12 @@ def test_the_browser_leaves_no_event_loop_behind(site_tour):
 
 
 def test_the_browser_is_closed_when_the_next_test_is_not_a_browser_test(monkeypatch, request):
-    """tests/conftest.py's teardown hook: close between two files only when the next test
-    of this worker is not in a browser file (or there is no next test)."""
+    """The root conftest.py's teardown hook: close between two files only when the next
+    test of this worker is not in a browser file (or there is no next test)."""
     import site_tour as tour
 
-    tests_conftest = next(p for p in request.config.pluginmanager.get_plugins()
-                          if getattr(p, "__file__", None) == str(ROOT / "tests" / "conftest.py"))
+    root_conftest = next(p for p in request.config.pluginmanager.get_plugins()
+                         if getattr(p, "__file__", None) == str(ROOT / "conftest.py"))
 
     class Item:
         def __init__(self, name):
@@ -384,5 +384,5 @@ def test_the_browser_is_closed_when_the_next_test_is_not_a_browser_test(monkeypa
                              (Item("test_live_figures.py"), False),
                              (Item("test_kernel_messaging.py"), True), (None, True)]:
         closed.clear()
-        tests_conftest.pytest_runtest_teardown(here, nextitem)
+        root_conftest.pytest_runtest_teardown(here, nextitem)
         assert closed == ([True] if closes else []), nextitem
