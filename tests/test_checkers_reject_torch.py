@@ -1,7 +1,6 @@
 """check_torch_attention rejects the wrong answers a learner plausibly writes, including
 one that is right forward and NaN backward, and accepts both return forms."""
 
-import importlib.util
 import math
 
 import numpy as np
@@ -11,18 +10,10 @@ from attnbook import check
 from attnbook.check import _wrong as check_wrong
 from attnbook.checking import _compare
 from attnbook.check import pytorch as check_pytorch_part
+from optional import imports, needs
 
-REASON = "needs torch, which is not installed: run `make torch`"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch
-    torch = pytest.importorskip("torch", reason=REASON)
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch")
 
 
 def flat(text):

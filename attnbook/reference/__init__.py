@@ -45,7 +45,7 @@ from .fast import (attention_state, flash_attention, merge_attention_states,
 from .gqa import grouped_query_attention, llama_attention
 from .kv_cache import sliding_window_mask
 from .learn import attention_backward, cross_entropy
-from .mla import MLAWeights, mla_attention, rms_norm
+from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
 from .multihead import (mask_for_heads, merge_heads, multihead_attention,
                         multihead_cross_attention, split_heads)
 from .rope import rope, rope_angles
@@ -59,7 +59,8 @@ __all__ = [
     "attention_backward", "cross_entropy",
     # Part VI
     "rope", "rope_angles", "grouped_query_attention", "llama_attention",
-    "sliding_window_mask", "rms_norm", "MLAWeights", "mla_attention",
+    "sliding_window_mask", "rms_norm", "MLAWeights", "mla_attention", "mla_latents",
+    "mla_queries",
     # Part VII
     "flash_attention", "online_softmax_state", "attention_state", "merge_attention_states",
 ]
