@@ -80,6 +80,19 @@ assert not check.check_padding_mask(lambda lengths, n: np.ones((len(lengths), 1,
     assert "the mask must be a boolean array" in out
 
 
+def test_a_recorded_call_that_raised_raises_the_same_error(tmp_path):
+    """Chapter 11 shows the error of a fully masked row: the kit's sealed function raises it too."""
+    nbtools.write_student_copies(tmp_path, [ROOT / "chapters" / "11_attention_gradients.ipynb"])
+    out = run_in(tmp_path, """
+import numpy as np
+from attnbook import _kit
+calls = _kit._load("calls.pkl")["attention_backward"]
+import pickle
+print(sorted({pickle.loads(v)[0] for v in calls.values()}))
+""")
+    assert "['raise', 'return']" in out
+
+
 def test_the_kits_chapter_runs_top_to_bottom(kit):
     """No recorded call is missing: the student copy runs, its stubs say 'not done yet'."""
     nbformat = pytest.importorskip("nbformat")

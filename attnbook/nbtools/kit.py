@@ -83,9 +83,12 @@ class Recorder:
 
         def wrapper(*args, **kwargs):
             key = self.key(args, kwargs)
-            result = original(*args, **kwargs)
-            if key not in table:
-                table[key] = pickle.dumps(result)
+            try:
+                result = original(*args, **kwargs)
+            except Exception as exc:  # a chapter that shows the error: the kit raises it too
+                table.setdefault(key, pickle.dumps(("raise", type(exc), str(exc))))
+                raise
+            table.setdefault(key, pickle.dumps(("return", result)))
             return result
 
         wrapper.__name__ = name
