@@ -41,7 +41,10 @@ def test_chapters_found():
 # spellings that the book replaced (section 4). None may come back.
 RETIRED = {
     "02": ["always lies between the smallest and the largest\nvalue"],
-    "04": ["Position 4, the 12", "position 4 takes"],
+    "03": ["not symmetric the bug shows at once"],
+    "04": ["Position 4, the 12", "position 4 takes",
+           "has almost no gradient, so a model that starts sharp learns slowly",
+           "so no gradient flows back to the queries and keys"],
     "06": ["The sources use all three:", "rejects as inverted"],
     "07": ["$N_q$ queries against $N_v$ keys"],
     "08": ["not bigger or slower"],
@@ -167,3 +170,22 @@ def test_notation_page_states_the_conventions():
     for needle in ["raw scores", "counted from 0", "no separate $N_v$",
                    "$D_\\text{hid}$", "`002`", "t0, t1, t2"]:
         assert needle in notation, needle
+
+
+def test_01_names_its_tokens_t0_to_t2_everywhere():
+    # the source's A, B, C were renamed t0, t1, t2 (issue 21): code, outputs
+    # and alt texts too
+    text = chapter("01").read_text(encoding="utf-8")
+    for old in ("output[A]", "V[C]", "tokens A, B, C", "key C", "query A"):
+        assert old not in text, f"01: {old!r} is back"
+
+
+def test_figures_count_positions_from_0():
+    # the default tick labels of a bar chart, static and live (chapter 04)
+    from attnbook import live, plots
+    ax = plots.weight_bars([0.2, 0.3, 0.5])
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0", "1", "2"]
+    if hasattr(live, "TemperatureBars"):
+        assert live.TemperatureBars([1.0, 2.0, 3.0]).labels == ["0", "1", "2"]
+    assert "positions 1 to 8" not in json.dumps(
+        json.loads(chapter("04").read_text(encoding="utf-8"))["cells"])
