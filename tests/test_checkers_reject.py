@@ -283,6 +283,13 @@ SELF_WRONG = {
     "returns the weights": (lambda *a: self_attention(*a)[1], H.HINT_WEIGHTS),
     "the scores, never softmaxed": (lambda *a: self_attention(
         *a, softmax=lambda s: s)[0], None),
+    "max without keepdims": (lambda *a: self_attention(*a, softmax=sm_no_keepdims)[0],
+                             H.HINT_KEEPDIMS),
+    "returns (weights, output)": (lambda *a: self_attention(*a)[::-1], H.HINT_WEIGHTS),
+    "values not projected": (lambda x, wq, wk, wv: sm(
+        (x @ wq) @ (x @ wk).swapaxes(-2, -1) / np.sqrt(wk.shape[1])) @ x, "the values are x"),
+    "keys projected with W_q": (lambda x, wq, wk, wv: self_attention(x, wq, wq, wv)[0],
+                                "projected with W_q"),
 }
 
 
@@ -305,6 +312,7 @@ CAUSAL_WRONG = {
     "additive 0/-inf": (lambda n: np.where(np.tril(np.ones((n, n))) == 1, 0.0, -np.inf), None),
     "extra axis (1, n, n)": (lambda n: np.tril(np.ones((1, n, n), dtype=bool)), None),
     "np.tri(n): floats": (lambda n: np.tri(n), None),
+    "np.ones(n, n)": (lambda n: np.tril(np.ones(n, n)), "the shape as one tuple"),
     "a list of lists of bools, from a loop": (
         lambda n: [[j <= i for j in range(n)] for i in range(n)], None),
     "a list of lists of 0/1": (lambda n: [[int(j <= i) for j in range(n)] for i in range(n)],
@@ -351,6 +359,8 @@ PADDING_WRONG = {
         "repeated for every query"),
     "a list of lists, from a loop": (
         lambda lengths, n: [[[j < L for j in range(n)]] for L in lengths], None),
+    "lengths without [:, None]": (lambda lengths, n: (np.arange(n) < lengths)[:, None],
+                                  "compare every position with every length"),
 }
 
 
@@ -406,6 +416,10 @@ CROSS_WRONG = {
     "k.transpose(0, 2, 1): no unbatched input": (lambda xq, xv, wq, wk, wv: sm(
         (xq @ wq) @ (xv @ wk).transpose(0, 2, 1) / np.sqrt(wk.shape[1])) @ (xv @ wv),
         H.HINT_TRANSPOSE_021),
+    "max without keepdims": (lambda *a: cross(*a, softmax=sm_no_keepdims)[0], H.HINT_KEEPDIMS),
+    "values not projected": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).swapaxes(-2, -1) / np.sqrt(wk.shape[1])) @ xv,
+        "the values are xv"),
 }
 
 

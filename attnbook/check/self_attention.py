@@ -69,6 +69,13 @@ def _self_mistakes():
         Mistake(HINT_TRANSPOSED, sa(swap=True)),
         Mistake(HINT_MIX_BATCH, mixed),
         Mistake(HINT_WEIGHTS, lambda x, wq, wk, wv: _attn(x @ wq, x @ wk, x @ wv)[1]),
+        Mistake(HINT_KEEPDIMS, sa(keepdims=False)),
+        Mistake(HINT_KEEPDIMS, sa(keepdims="max")),
+        Mistake(HINT_KEEPDIMS, sa(keepdims="sum")),
+        Mistake("the values are x itself: project them too, v = x @ W_v",
+                lambda x, wq, wk, wv: _attn(x @ wq, x @ wk, x)),
+        Mistake("the keys are projected with W_q: k = x @ W_k",
+                lambda x, wq, wk, wv: _attn(x @ wq, x @ wq, x @ wv)),
     ] + _batch_axis_mistakes(lambda x, wq, wk, wv: (x @ wq, x @ wk, x @ wv))
 
 
@@ -117,6 +124,9 @@ def _causal_mistakes():
                 "the causal mask is the lower triangle, np.tril", tri(upper=True)),
         Mistake("nothing is hidden: every entry is True",
                 lambda n: np.ones((n, n), dtype=bool)),
+        Mistake("np.ones takes the shape as one tuple, np.ones((n, n), dtype=bool): "
+                "its second argument is the dtype",
+                lambda n: np.tril(np.ones(n, n))),
     ]
 
 
@@ -153,6 +163,9 @@ def _padding_mistakes():
         Mistake("(B, 1, 1, n) is the form for multi-head scores; this exercise "
                 "wants one head's (B, 1, n)", lambda lengths, n: real(lengths, n)[:, None, None]),
         Mistake(HINT_POLARITY, lambda lengths, n: ~real(lengths, n)[:, None]),
+        Mistake("compare every position with every length: np.arange(n) (shape "
+                "(n,)) < lengths[:, None] (shape (B, 1)) gives (B, n)",
+                lambda lengths, n: (np.arange(n) < np.asarray(lengths))[:, None]),
         Mistake("a (B, n, n) mask that also hides the padded queries' rows: padding "
                 "hides keys only. Return (B, 1, n); broadcasting repeats it for "
                 "every query", lambda lengths, n: real(lengths, n)[:, None] & real(
@@ -223,6 +236,11 @@ def _cross_mistakes():
                     xv @ wq, xq @ wk, xq @ wv)),
         Mistake(HINT_WEIGHTS, lambda xq, xv, wq, wk, wv: _attn(
             xq @ wq, xv @ wk, xv @ wv)[1]),
+        Mistake(HINT_KEEPDIMS, ca(keepdims=False)),
+        Mistake(HINT_KEEPDIMS, ca(keepdims="max")),
+        Mistake(HINT_KEEPDIMS, ca(keepdims="sum")),
+        Mistake("the values are xv itself: project them too, v = xv @ W_v",
+                lambda xq, xv, wq, wk, wv: _attn(xq @ wq, xv @ wk, xv)),
     ] + _batch_axis_mistakes(lambda xq, xv, wq, wk, wv: (xq @ wq, xv @ wk, xv @ wv))
 
 
