@@ -508,7 +508,10 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
             return Verdict(False, name)
         except Exception as exc:  # the learner's bug, reported rather than raised
             _report(name, i, len(cases), case.label)
-            _say(f"your function raised {type(exc).__name__}: {exc}", 4, 4)
+            # one paragraph: the message's own line breaks would cut the wrapped
+            # report into pieces that read like unfinished sentences
+            _say(f"your function raised {type(exc).__name__}: "
+                 f"{' '.join(str(exc).split())}", 4, 4)
             hints = _raise_hints(mistakes, call, case, exc)
             if not hints and on_error is not None:
                 try:

@@ -17,6 +17,9 @@ from attnbook import reference as ref
 from attnbook.check import _wrong as H  # the hint texts of Parts I-III
 from attnbook.check import multihead as HM  # the hints of splitting and merging heads
 
+# the hint of checking.batch_rule: right without a batch axis, wrong with one
+HINT_DOT_T = ".T (or np.transpose without axes) reverses every axis"
+
 
 def flat(text):
     return " ".join(text.split())
@@ -30,7 +33,9 @@ def run(checker, fn, capsys):
     return verdict, out
 
 
-def assert_rejected(checker, fn, hint, capsys):
+def assert_rejected(checker, fn, hint, capsys, *, only=False):
+    """``only``: the report prints exactly one hint, this one (the checkers of
+    chapters 05-09 choose case sizes where no two mistakes give the same numbers)."""
     verdict, out = run(checker, fn, capsys)
     assert not verdict, out
     assert "FAILED" in out, out
@@ -38,6 +43,8 @@ def assert_rejected(checker, fn, hint, capsys):
         assert "hint:" not in out, out
     else:
         assert "hint:" in out and flat(hint) in flat(out), out
+        if only:
+            assert out.count("hint:") == 1, out
     return out
 
 
@@ -118,16 +125,42 @@ SELF_WRONG = {
                             H.HINT_TRANSPOSED),
     "the batch flattened into one sequence": (mixed_batch, H.HINT_MIX_BATCH),
     # raises on the batch; the hint is about the later case that runs (no scale either)
-    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv),
-                       "which runs: " + H.HINT_NO_SCALE),
+    "k.T on a batch, no scale": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv),
+                                 "which runs: " + H.HINT_NO_SCALE),
+    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T / 2.0) @ (x @ wv),
+                       HINT_DOT_T),
+    "np.transpose(k) on a batch, scaled first": (
+        lambda x, wq, wk, wv: sm((x @ wq) / np.sqrt(wk.shape[1]) @ np.transpose(x @ wk))
+        @ (x @ wv), HINT_DOT_T),
+    "np.dot(q, k.T)": (lambda x, wq, wk, wv: sm(np.dot(x @ wq, (x @ wk).T) / 2) @ (x @ wv),
+                       HINT_DOT_T),
+    "np.dot with swapaxes": (lambda x, wq, wk, wv: sm(np.dot(
+        x @ wq, (x @ wk).swapaxes(-2, -1)) / np.sqrt(wk.shape[1])) @ (x @ wv), H.HINT_NP_DOT),
+    "k.transpose(0, 2, 1): no unbatched input": (lambda x, wq, wk, wv: sm(
+        (x @ wq) @ (x @ wk).transpose(0, 2, 1) / np.sqrt(wk.shape[1])) @ (x @ wv),
+        H.HINT_TRANSPOSE_021),
+    "sqrt(k.shape[0]) = sqrt(B) for a batch": (
+        lambda *a: self_attention(*a, scale=lambda x, q, k, v: np.sqrt(k.shape[0]))[0],
+        H.HINT_BATCH_SIZE),
+    "times sqrt(dk)": (lambda *a: self_attention(
+        *a, scale=lambda x, q, k, v: 1 / np.sqrt(k.shape[-1]))[0], H.HINT_TIMES),
     "returns the weights": (lambda *a: self_attention(*a)[1], H.HINT_WEIGHTS),
+    "the scores, never softmaxed": (lambda *a: self_attention(
+        *a, softmax=lambda s: s)[0], None),
+    "max without keepdims": (lambda *a: self_attention(*a, softmax=sm_no_keepdims)[0],
+                             H.HINT_KEEPDIMS),
+    "returns (weights, output)": (lambda *a: self_attention(*a)[::-1], H.HINT_WEIGHTS),
+    "values not projected": (lambda x, wq, wk, wv: sm(
+        (x @ wq) @ (x @ wk).swapaxes(-2, -1) / np.sqrt(wk.shape[1])) @ x, "the values are x"),
+    "keys projected with W_q": (lambda x, wq, wk, wv: self_attention(x, wq, wq, wv)[0],
+                                "projected with W_q"),
 }
 
 
 @pytest.mark.parametrize("name", SELF_WRONG)
 def test_self_attention_batched_rejects(name, capsys):
     fn, hint = SELF_WRONG[name]
-    assert_rejected(check.check_self_attention_batched, fn, hint, capsys)
+    assert_rejected(check.check_self_attention_batched, fn, hint, capsys, only=True)
 
 
 # --- check_causal_mask --------------------------------------------------------------------------
@@ -142,17 +175,25 @@ CAUSAL_WRONG = {
     "0/1 floats": (lambda n: np.tril(np.ones((n, n))), None),
     "additive 0/-inf": (lambda n: np.where(np.tril(np.ones((n, n))) == 1, 0.0, -np.inf), None),
     "extra axis (1, n, n)": (lambda n: np.tril(np.ones((1, n, n), dtype=bool)), None),
+    "np.tri(n): floats": (lambda n: np.tri(n), None),
+    "np.ones(n, n)": (lambda n: np.tril(np.ones(n, n)), "the shape as one tuple"),
+    "a list of lists of bools, from a loop": (
+        lambda n: [[j <= i for j in range(n)] for i in range(n)], None),
+    "a list of lists of 0/1": (lambda n: [[int(j <= i) for j in range(n)] for i in range(n)],
+                               None),
 }
 
 
 @pytest.mark.parametrize("name", CAUSAL_WRONG)
 def test_causal_mask_rejects(name, capsys):
     fn, hint = CAUSAL_WRONG[name]
-    out = assert_rejected(check.check_causal_mask, fn, hint, capsys)
+    out = assert_rejected(check.check_causal_mask, fn, hint, capsys, only=True)
     if name == "additive 0/-inf":
         assert "additive 0/-inf mask" in flat(out) and "mask == 0" in out
-    if name == "0/1 floats":
+    if name in ("0/1 floats", "np.tri(n): floats"):
         assert ".astype(bool)" in out
+    if name.startswith("a list of lists"):
+        assert "returned a Python list" in flat(out) and "np.array(..., dtype=bool)" in flat(out)
 
 
 # --- check_padding_mask ---------------------------------------------------------------------
@@ -173,13 +214,28 @@ PADDING_WRONG = {
     "< lengths - 1": (lambda lengths, n: (np.arange(n) < np.asarray(lengths)[:, None] - 1)[:, None],
                       "the last real key"),
     "ints": (lambda lengths, n: real(lengths, n)[:, None].astype(int), None),
+    "rows and columns hidden (B, n, n)": (
+        lambda lengths, n: real(lengths, n)[:, None] & real(lengths, n)[:, :, None],
+        "also hides the padded queries' rows"),
+    "keys repeated for every query (B, n, n)": (
+        lambda lengths, n: np.broadcast_to(real(lengths, n)[:, None],
+                                           (len(lengths), n, n)).copy(),
+        "repeated for every query"),
+    "a list of lists, from a loop": (
+        lambda lengths, n: [[[j < L for j in range(n)]] for L in lengths], None),
+    "lengths without [:, None]": (lambda lengths, n: (np.arange(n) < lengths)[:, None],
+                                  "compare every position with every length"),
 }
 
 
 @pytest.mark.parametrize("name", PADDING_WRONG)
 def test_padding_mask_rejects(name, capsys):
     fn, hint = PADDING_WRONG[name]
-    assert_rejected(check.check_padding_mask, fn, hint, capsys)
+    out = assert_rejected(check.check_padding_mask, fn, hint, capsys, only=True)
+    if name == "ints":
+        assert ".astype(bool)" in out
+    if name.startswith("a list of lists"):
+        assert "returned a Python list" in flat(out) and "np.array(..., dtype=bool)" in flat(out)
 
 
 # --- check_cross_attention ---------------------------------------------------------------------
@@ -208,13 +264,33 @@ CROSS_WRONG = {
     "W_q and W_k swapped": (lambda xq, xv, wq, wk, wv: cross(xq, xv, wk, wq, wv)[0],
                             H.HINT_TRANSPOSED),
     "returns the weights": (lambda *a: cross(*a)[1], H.HINT_WEIGHTS),
+    "no scale, Nq = Nk case first fails": (lambda *a: cross(
+        *a, scale=lambda x, q, k, v: 1.0)[0], H.HINT_NO_SCALE),
+    "sqrt(Nq)": (lambda *a: cross(*a, scale=lambda x, q, k, v: np.sqrt(q.shape[-2]))[0],
+                 H.HINT_TOKENS),
+    "divided by dk": (lambda *a: cross(*a, scale=lambda x, q, k, v: k.shape[-1])[0], H.HINT_DK),
+    "sqrt(k.shape[0]) = sqrt(B) for a batch": (
+        lambda *a: cross(*a, scale=lambda x, q, k, v: np.sqrt(k.shape[0]))[0],
+        H.HINT_BATCH_SIZE),
+    "k.T on a batch": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).T / np.sqrt(wk.shape[1])) @ (xv @ wv), HINT_DOT_T),
+    "np.dot with swapaxes": (lambda xq, xv, wq, wk, wv: sm(np.dot(
+        xq @ wq, (xv @ wk).swapaxes(-2, -1)) / np.sqrt(wk.shape[1])) @ (xv @ wv),
+        H.HINT_NP_DOT),
+    "k.transpose(0, 2, 1): no unbatched input": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).transpose(0, 2, 1) / np.sqrt(wk.shape[1])) @ (xv @ wv),
+        H.HINT_TRANSPOSE_021),
+    "max without keepdims": (lambda *a: cross(*a, softmax=sm_no_keepdims)[0], H.HINT_KEEPDIMS),
+    "values not projected": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).swapaxes(-2, -1) / np.sqrt(wk.shape[1])) @ xv,
+        "the values are xv"),
 }
 
 
 @pytest.mark.parametrize("name", CROSS_WRONG)
 def test_cross_attention_rejects(name, capsys):
     fn, hint = CROSS_WRONG[name]
-    assert_rejected(check.check_cross_attention, fn, hint, capsys)
+    assert_rejected(check.check_cross_attention, fn, hint, capsys, only=True)
 
 
 # --- check_multihead_list ----------------------------------------------------------------------
@@ -246,6 +322,35 @@ def mh(x, W_qs, W_ks, W_vs, W_o, mask=None, *, hs=None, scale=None, axis=-1, com
         return np.concatenate(outs, axis=-1)
     if combine == "tokens":
         return np.concatenate(outs, axis=1) @ W_o
+    if combine == "rows_h":
+        return sum(o @ W_o[h:h + HS] for h, o in enumerate(outs))
+    if combine == "first_rows":
+        return sum(o @ W_o[:HS] for o in outs)
+    if combine == "columns":
+        return sum(o @ W_o[:, h * HS:(h + 1) * HS] for h, o in enumerate(outs))
+    if combine == "split_columns":
+        return sum(o @ w for o, w in zip(outs, np.split(W_o, NH, axis=1)))
+    return np.concatenate(outs, axis=-1) @ W_o
+
+
+def mh_answer_key(x, W_qs, W_ks, W_vs, W_o, mask=None, *, invert=False):
+    """The sum form with the answer key's attention for each head."""
+    HS = W_qs[0].shape[1]
+    m = None if mask is None else (~mask if invert else mask)
+    return sum(ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, m)[0]
+               @ W_o[h * HS:(h + 1) * HS]
+               for h, (wq, wk, wv) in enumerate(zip(W_qs, W_ks, W_vs)))
+
+
+def mh_ref_softmax(x, W_qs, W_ks, W_vs, W_o, mask=None):
+    """The chapter's attention_head (answer key's softmax) with the mask inverted."""
+    outs = []
+    for wq, wk, wv in zip(W_qs, W_ks, W_vs):
+        q, k, v = x @ wq, x @ wk, x @ wv
+        s = q @ k.swapaxes(-2, -1) / np.sqrt(k.shape[-1])
+        if mask is not None:
+            s = np.where(~mask, s, -np.inf)
+        outs.append(ref.softmax(s, axis=-1) @ v)
     return np.concatenate(outs, axis=-1) @ W_o
 
 
@@ -266,14 +371,33 @@ MULTIHEAD_WRONG = {
     "no W_o": (lambda *a, **k: mh(*a, **k, combine="no_wo"), "W_o is not applied"),
     "the first head's matrices for every head": (lambda *a, **k: mh(*a, **k, same=True),
                                                  "every head uses the first head's"),
-    "concatenated along the tokens": (lambda *a, **k: mh(*a, **k, combine="tokens"), None),
+    "concatenated along the tokens": (lambda *a, **k: mh(*a, **k, combine="tokens"),
+                                      "along the tokens"),
+    "W_o[h:h + HS]": (lambda *a, **k: mh(*a, **k, combine="rows_h"), "start at h * HS"),
+    "W_o[:HS] for every head": (lambda *a, **k: mh(*a, **k, combine="first_rows"),
+                                "the first HS rows of W_o"),
+    "W_o sliced by columns": (lambda *a, **k: mh(*a, **k, combine="columns"),
+                              "Slicing W_o's columns"),
+    "np.split(W_o, NH, axis=1)": (lambda *a, **k: mh(*a, **k, combine="split_columns"),
+                                  "Slicing W_o's columns"),
+    "mask inverted, answer key per head": (lambda *a, **k: mh_answer_key(*a, **k, invert=True),
+                                           "is the mask inverted?"),
+    "mask inverted, answer key's softmax": (mh_ref_softmax, "is the mask inverted?"),
 }
 
 
 @pytest.mark.parametrize("name", MULTIHEAD_WRONG)
 def test_multihead_list_rejects(name, capsys):
     fn, hint = MULTIHEAD_WRONG[name]
-    assert_rejected(check.check_multihead_list, fn, hint, capsys)
+    out = assert_rejected(check.check_multihead_list, fn, hint, capsys, only=True)
+    if name.startswith("mask inverted, answer key"):
+        # the answer key's error is printed as one paragraph (its own line breaks
+        # used to cut it into pieces that read as unfinished sentences)
+        raised = out[out.index("    your function raised"):out.index("    hint:")]
+        lines = raised.rstrip("\n").split("\n")
+        assert all(line.startswith(" " * 8) for line in lines[1:]), raised
+    if name == "mask inverted, answer key's softmax":
+        assert flat(out).count("masked: check the mask (True = may attend).") == 1, out
 
 
 def test_multihead_list_has_a_case_where_d_over_nh_is_not_hs():
@@ -294,13 +418,16 @@ SPLIT_WRONG = {
                             "head h got the columns h, h + NH"),
     "heads on the last axis": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).transpose(0, 1, 3, 2),
                                None),
+    ".T on the 4-D array": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).T, ".T reverses every axis"),
+    "transpose(0, 2, 1) on 4 axes": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).transpose(0, 2, 1),
+                                     "lists 3 axes for a 4-D array"),
 }
 
 
 @pytest.mark.parametrize("name", SPLIT_WRONG)
 def test_split_heads_rejects(name, capsys):
     fn, hint = SPLIT_WRONG[name]
-    assert_rejected(check.check_split_heads, fn, hint, capsys)
+    assert_rejected(check.check_split_heads, fn, hint, capsys, only=True)
 
 
 MERGE_WRONG = {
@@ -308,13 +435,17 @@ MERGE_WRONG = {
     "interleaved": (lambda h: h.transpose(0, 2, 3, 1).reshape(h.shape[0], h.shape[2], -1),
                     "columns are interleaved"),
     "only the first head": (lambda h: h[:, 0], None),
+    ".T before the reshape": (lambda h: h.T.reshape(h.shape[0], h.shape[2], -1),
+                              ".T reverses every axis"),
+    "transpose(0, 2, 1) on 4 axes": (lambda h: h.transpose(0, 2, 1).reshape(h.shape[0], h.shape[2], -1),
+                                     "lists 3 axes for a 4-D array"),
 }
 
 
 @pytest.mark.parametrize("name", MERGE_WRONG)
 def test_merge_heads_rejects(name, capsys):
     fn, hint = MERGE_WRONG[name]
-    assert_rejected(check.check_merge_heads, fn, hint, capsys)
+    assert_rejected(check.check_merge_heads, fn, hint, capsys, only=True)
 
 
 # --- the right answers pass, in both return forms -----------------------------------------------
@@ -464,9 +595,16 @@ MISTAKE_LISTS = {
 }
 
 
+# the checkers of chapters 05-08, whose case sizes keep different mistakes apart
+ONE_HINT = {"check_self_attention_batched", "check_causal_mask", "check_padding_mask",
+            "check_cross_attention", "check_multihead_list"}
+
+
 @pytest.mark.parametrize("checker", MISTAKE_LISTS)
 def test_every_known_mistake_is_rejected_with_its_hint(checker, capsys):
     for mistake in MISTAKE_LISTS[checker]():
         verdict, out = run(getattr(check, checker), mistake.fn, capsys)
         assert not verdict, mistake.hint
         assert flat(mistake.hint) in flat(out), (mistake.hint, out)
+        if checker in ONE_HINT:  # its own hint and no other: no two mistakes coincide
+            assert out.count("hint:") == 1, (mistake.hint, out)
