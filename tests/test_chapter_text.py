@@ -52,6 +52,9 @@ RETIRED = {
            "loop can then be as fast, or faster"],
     "10": ["they always are", "$H = NH \\cdot HS$",
            "**A mistake in source", "**A second mistake"],
+    # issue 21: BLAS threads set after NumPy's import; "no gradient" said as grad mode only
+    "09b": ["limits BLAS to one thread (it must run before NumPy"],
+    "10c": ["gradients are off (`torch.no_grad()` or `torch.inference_mode()`), it has"],
 }
 
 
