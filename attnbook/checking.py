@@ -168,11 +168,11 @@ def _fmt(value, linewidth: int = WIDTH - 4) -> str:
     return "\n".join(textwrap.fill(line, linewidth) for line in text.splitlines())
 
 
-def _show(expected, got) -> None:
+def _show(expected, got, got_label="your function returned:") -> None:
     """Print the expected and the returned values side by side, or one above the other."""
     half = (WIDTH - 8) // 2
     left = ["expected:"] + _fmt(expected, half).splitlines()
-    right = ["your function returned:"] + _fmt(got, half).splitlines()
+    right = [got_label] + _fmt(got, half).splitlines()
     if max(map(len, left)) <= half and max(map(len, right)) <= half:
         rows = max(len(left), len(right))
         left += [""] * (rows - len(left))
@@ -182,7 +182,7 @@ def _show(expected, got) -> None:
         return
     for line in ["expected:"] + _fmt(expected).splitlines():
         print(f"    {line}".rstrip())
-    for line in ["your function returned:"] + _fmt(got).splitlines():
+    for line in [got_label] + _fmt(got).splitlines():
         print(f"    {line}".rstrip())
 
 
@@ -540,7 +540,10 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
         expected, what = _expected_parts(case)[part]
         if part not in ("output", "weights"):
             print(f"    {part}:")
-        _show(expected, parts.get(part))
+        # a case's extra parts (the PyTorch checker's gradients) are computed
+        # by the checker from what the function returned, not returned by it
+        _show(expected, parts.get(part), "from your output, by autograd:"
+              if part in case.extra else "your function returned:")
         return Verdict(False, name)
     print(passed or f"{name}: all {len(cases)} cases passed.")
     return Verdict(True, name)

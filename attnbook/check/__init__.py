@@ -31,7 +31,7 @@ from .kv_cache import (check_kv_cache_bytes, check_rolling_attention,
 from .learn import check_attention_backward, check_cross_entropy
 from .mla import check_absorbed_scores
 from .multihead import check_merge_heads, check_multihead_list, check_split_heads
-from .pytorch import check_torch_attention
+from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
 from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
@@ -44,7 +44,7 @@ __all__ = [
     "check_softmax", "check_scores", "check_attention", "check_soft_lookup",
     "check_temperature_softmax", "check_self_attention_batched", "check_causal_mask",
     "check_padding_mask", "check_cross_attention", "check_multihead_list",
-    "check_split_heads", "check_merge_heads", "check_torch_attention",
+    "check_split_heads", "check_merge_heads", "check_torch_attention", "check_mha_attn_mask",
     # Part V
     "check_attention_backward", "check_cross_entropy",
     # Part VI
