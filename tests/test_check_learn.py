@@ -440,3 +440,17 @@ def test_cross_entropy_and_self_backward_mistakes_never_coincide():
         lambda c: tuple(c.expected.values()))
     # two of them only raise (w for w^T, .T on a batch): named by their error
     assert len(named) == len(learn.SELF_BACKWARD_MISTAKES) - 2
+
+
+@pytest.mark.parametrize("checker,right", [
+    (check.check_attention_backward, ref.attention_backward),
+    (check.check_self_attention_backward, ref.self_attention_backward),
+])
+def test_a_float32_answer_is_told_its_precision_is_the_problem(checker, right, capsys):
+    def in_float32(*args):
+        return tuple(np.asarray(g, dtype=np.float32)
+                     for g in right(*(a.astype(np.float32) for a in args)))
+
+    assert not checker(in_float32)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "float32" in out and "float64" in out, out
