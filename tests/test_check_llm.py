@@ -40,7 +40,7 @@ def rope_loop(x, positions, base=10000.0):
 def test_check_rope_passes_right_answers(capsys):
     assert check.check_rope(rope_loop)
     assert check.check_rope(ref.rope)
-    assert "all 6 cases passed" in _out(capsys)
+    assert "all 8 cases passed" in _out(capsys)
 
 
 @pytest.mark.parametrize("wrong,hint", [
@@ -203,3 +203,18 @@ def test_check_kv_cache_bytes_other_wrong_answers(capsys):
 def test_the_checkers_are_exported_by_check():
     for name in ("check_rope", "check_gqa", "check_kv_cache_bytes"):
         assert name in check.__all__ and callable(getattr(check, name))
+
+
+def test_rope_mistakes_never_coincide_where_named():
+    # on the first case where a mistake is wrong, no other gives its numbers
+    from attnbook.check.rope import _rope_mistakes, rope_cases
+    first = {}
+    for case in rope_cases():
+        forms = {m.hint: m.value for m in _rope_mistakes(case)}
+        for hint, wrong in forms.items():
+            if hint not in first and not np.allclose(wrong, case.expected):
+                first[hint] = forms
+    assert len(first) == len(_rope_mistakes(rope_cases()[0]))
+    for hint, forms in first.items():
+        for other, wrong in forms.items():
+            assert other == hint or not np.allclose(wrong, forms[hint]), (hint, other)

@@ -28,7 +28,8 @@ from .fast import check_attention_flops, check_merge_states
 from .gqa import check_gqa
 from .kv_cache import (check_kv_cache_bytes, check_rolling_attention,
                        check_sliding_window_mask)
-from .learn import check_attention_backward, check_cross_entropy
+from .learn import (check_attention_backward, check_cross_entropy,
+                    check_self_attention_backward)
 from .mla import check_absorbed_scores
 from .multihead import check_merge_heads, check_multihead_list, check_split_heads
 from .pytorch import check_mha_attn_mask, check_torch_attention
@@ -46,7 +47,7 @@ __all__ = [
     "check_padding_mask", "check_cross_attention", "check_multihead_list",
     "check_split_heads", "check_merge_heads", "check_torch_attention", "check_mha_attn_mask",
     # Part V
-    "check_attention_backward", "check_cross_entropy",
+    "check_attention_backward", "check_cross_entropy", "check_self_attention_backward",
     # Part VI
     "check_rope", "check_kv_cache_bytes", "check_sliding_window_mask",
     "check_rolling_attention", "check_gqa", "check_absorbed_scores",
