@@ -25,8 +25,8 @@ raises on a learner's answer, and returns a Verdict, true on a pass.
 from ..checking import Case, Mistake, Verdict, run_cases
 from .fast import check_attention_flops, check_merge_states
 from .gqa import check_gqa
-from .kv_cache import (check_kv_cache_bytes, check_rolling_attention,
-                       check_sliding_window_mask)
+from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
+                       check_rolling_attention, check_sliding_window_mask)
 from .learn import check_attention_backward, check_cross_entropy
 from .mla import check_absorbed_scores
 from .multihead import check_merge_heads, check_multihead_list, check_split_heads
@@ -47,7 +47,7 @@ __all__ = [
     # Part V
     "check_attention_backward", "check_cross_entropy",
     # Part VI
-    "check_rope", "check_kv_cache_bytes", "check_sliding_window_mask",
+    "check_rope", "check_cached_attention", "check_kv_cache_bytes", "check_sliding_window_mask",
     "check_rolling_attention", "check_gqa", "check_absorbed_scores",
     # Part VII
     "check_merge_states", "check_attention_flops",
