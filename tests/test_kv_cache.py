@@ -235,6 +235,10 @@ def unscaled(q, k, v, window):
     return good_rolling(q * np.sqrt(q.shape[1]), k, v, window)
 
 
+def scaled_by_dv(q, k, v, window):
+    return good_rolling(q * np.sqrt(q.shape[1] / v.shape[1]), k, v, window)
+
+
 def window_minus_one(q, k, v, window):
     return good_rolling(q, k, v, max(window - 1, 1))
 
@@ -261,6 +265,7 @@ def test_rolling_checker_stub(capsys):
     (window_plus_one, "window + 1 keys"),
     (unscaled, "not scaled"),
     (window_minus_one, "window - 1 keys"),
+    (scaled_by_dv, "sqrt(d_v)"),
 ])
 def test_rolling_checker_names_the_mistake(capsys, bad, hint):
     assert not check.check_rolling_attention(bad)

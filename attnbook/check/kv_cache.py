@@ -220,6 +220,11 @@ def _rolling_mistakes(case):
         return ref.scaled_dot_product_attention(
             q * np.sqrt(d_k), k, v, mask, fully_masked="zeros")[0]
 
+    def masked_scaled_by(scale, mask):
+        d_k = q.shape[-1]  # replace the 1/sqrt(d_k) of the answer key
+        return ref.scaled_dot_product_attention(
+            q * np.sqrt(d_k) / scale, k, v, mask, fully_masked="zeros")[0]
+
     forms = [
         ("the outputs equal full causal attention: the window is not "
          "applied (does the buffer keep only `window` keys?).",
@@ -236,6 +241,10 @@ def _rolling_mistakes(case):
          _zero_slots_attention(q, k, v, w), None),
         ("the scores are not scaled: divide q . k by sqrt(d_k).",
          masked_unscaled(ref.sliding_window_mask(n, n, w)), None),
+        ("the scores are divided by sqrt(d_v), the width of the values: "
+         "divide q . k by sqrt(d_k), the width of the queries and keys.",
+         masked_scaled_by(np.sqrt(v.shape[-1]), ref.sliding_window_mask(n, n, w)),
+         None),
     ] + ([] if w < 2 else [
         ("each step attends to window - 1 keys: the buffer has "
          "`window` slots, the new key and the window - 1 before it.",
