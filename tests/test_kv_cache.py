@@ -324,6 +324,16 @@ def attend_then_append(q, k, v, k_cache, v_cache):
     return out, np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
 
 
+def attend_then_append_numpy(q, k, v, k_cache, v_cache):
+    start, n = len(k_cache), len(q)
+    pos = np.arange(start, start + n)
+    q, k = ref.rope(q, pos), ref.rope(k, pos)
+    s = q @ k_cache.T / np.sqrt(q.shape[1])       # (n, T): empty at first
+    w = np.exp(s - s.max(axis=-1, keepdims=True))  # raises on the empty cache
+    out = (w / w.sum(axis=-1, keepdims=True)) @ v_cache
+    return out, np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+
+
 def is_causal_mask(q, k, v, k_cache, v_cache):
     start, n = len(k_cache), len(q)
     pos = np.arange(start, start + n)
@@ -355,6 +365,8 @@ CACHED_WRONG = {
     "scaled by sqrt(d_v)": (_step(scale="v"), "sqrt(d_v)"),
     "attends before appending (raises on the empty cache)": (attend_then_append,
                                                             "BEFORE attending"),
+    "attends before appending, in NumPy (raises: zero-size)": (attend_then_append_numpy,
+                                                              "BEFORE attending"),
     "attends before appending (zeros for an empty cache)": (_step(append_first=False),
                                                            "before their keys are appended"),
     "new rows put in front of the cache": (_step(prepend=True), "in front of the cache"),

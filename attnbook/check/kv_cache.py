@@ -410,7 +410,9 @@ _CACHED_MISTAKES = [
 
 
 def _empty_cache_error(exc, case):
-    if getattr(exc, "_attnbook_empty_cache", False):
+    """An error about attending to nothing, raised while the cache was empty."""
+    words = ("zero-size", "every key masked", "empty")
+    if getattr(exc, "_attnbook_empty_cache", False) and any(w in str(exc) for w in words):
         return ("the cache is empty at the first call: append the new keys "
                 "and values BEFORE attending, so that each token also sees "
                 "itself")
