@@ -26,8 +26,8 @@ from .._kit import seal_checkers as _seal_checkers
 from ..checking import Case, Mistake, Verdict, run_cases
 from .fast import check_attention_flops, check_merge_states
 from .gqa import check_gqa
-from .kv_cache import (check_kv_cache_bytes, check_rolling_attention,
-                       check_sliding_window_mask)
+from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
+                       check_rolling_attention, check_sliding_window_mask)
 from .learn import (check_attention_backward, check_cross_entropy,
                     check_self_attention_backward)
 from .mla import check_absorbed_scores
@@ -49,7 +49,7 @@ __all__ = [
     # Part V
     "check_attention_backward", "check_cross_entropy", "check_self_attention_backward",
     # Part VI
-    "check_rope", "check_kv_cache_bytes", "check_sliding_window_mask",
+    "check_rope", "check_cached_attention", "check_kv_cache_bytes", "check_sliding_window_mask",
     "check_rolling_attention", "check_gqa", "check_absorbed_scores",
     # Part VII
     "check_merge_states", "check_attention_flops",
@@ -71,10 +71,13 @@ ANSWER_KEY = {
     "check_split_heads": ["split_heads"],
     "check_merge_heads": ["merge_heads"],
     "check_torch_attention": [],
+    "check_mha_attn_mask": [],
     "check_attention_backward": ["attention_backward"],
     "check_cross_entropy": ["cross_entropy"],
+    "check_self_attention_backward": ["self_attention_backward"],
     "check_rope": ["rope", "rope_angles"],
     "check_kv_cache_bytes": [],
+    "check_cached_attention": [],
     "check_sliding_window_mask": ["sliding_window_mask"],
     "check_rolling_attention": [],
     "check_gqa": ["grouped_query_attention"],
