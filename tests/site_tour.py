@@ -85,7 +85,7 @@ def live_chapters() -> dict:
     return {"01_three_tokens": live.InputScale, "02_soft_lookup": live.QueryLookup,
             "04_scaling": live.TemperatureBars, "06_masking": live.MaskEditor,
             "15_grouped_query": live.KVCacheSizes,
-            "17_flash_attention": live.FlashBlocks}
+            "17b_tiled_attention": live.FlashBlocks}
 
 
 def notebook(stem):
