@@ -1,20 +1,32 @@
-"""FlashAttention's backward pass (chapter 17c): `flash_attention_backward`
+"""FlashAttention's backward pass (chapter 17c): `ref.flash_attention_backward`
 equals the plain `attention_backward` and PyTorch autograd, on shapes whose
 blocks do not divide N, with masks, the causal skip and fully masked rows; its
 peak memory stays O(N d) while the plain backward's grows as N^2.
 
-The PyTorch comparisons are skipped, with the reason, when torch is missing
-(`make torch`); each also shows that a flipped convention fails.
+The log-sum-exp the backward pass reads comes from `ref.flash_attention(...,
+return_lse=True)`, tested here equal to the plain one. The PyTorch comparisons
+are in tests/test_flash_backward_torch.py.
 """
 
-import importlib.util
 import tracemalloc
 
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
-from attnbook.flash_backward import flash_attention_backward, log_sum_exp
+
+flash_attention_backward = ref.flash_attention_backward
+
+
+def log_sum_exp(q, k, keep=None):
+    """The plain log-sum-exp of each query's scaled scores (-inf: sees no key)."""
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    if keep is not None:
+        s = np.where(keep, s, -np.inf)
+    m = s.max(axis=-1)
+    safe = np.where(np.isneginf(m), 0.0, m)
+    with np.errstate(divide="ignore"):
+        return m + np.log(np.exp(s - safe[..., None]).sum(axis=-1))
 
 RNG = np.random.default_rng(1717)
 TIGHT = dict(rtol=1e-10, atol=1e-12)
@@ -31,7 +43,7 @@ def _plain(q, k, v, d_out, mask=None, causal=False):
     """o, lse and the plain gradients (fully masked rows: zeros)."""
     keep = _full_mask(q.shape[-2], k.shape[-2], mask, causal)
     o, _ = ref.scaled_dot_product_attention(q, k, v, keep, fully_masked="zeros")
-    lse = log_sum_exp(q, k, keep)
+    _, lse = ref.flash_attention(q, k, v, keep, return_lse=True)
     grads = ref.attention_backward(q, k, v, d_out, keep, fully_masked="zeros")
     return o, lse, grads
 
@@ -160,8 +172,7 @@ def test_peak_memory_grows_as_n_d_while_the_plain_backward_grows_as_n_squared():
     for n in sizes:
         q, k, v, g = (a.astype(np.float32) for a in
                       _inputs((), n, n, d, d, np.random.default_rng(n)))
-        o, _ = ref.flash_attention(q, k, v)
-        lse = log_sum_exp(q, k).astype(np.float32)
+        o, lse = ref.flash_attention(q, k, v, return_lse=True)
         flash.append(_peak(flash_attention_backward, q, k, v, o, lse, g))
         plain.append(_peak(ref.attention_backward, q, k, v, g))
     # doubling N: the plain peak about quadruples, the tiled peak at most doubles
@@ -175,55 +186,24 @@ def test_peak_memory_grows_as_n_d_while_the_plain_backward_grows_as_n_squared():
     assert flash[-1] < 0.05 * plain[-1]
 
 
-# --- against PyTorch autograd -----------------------------------------------
+# --- the forward pass's log-sum-exp ----------------------------------------
 
-REASON = "needs torch, which is not installed: run `make torch`"
-needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-
-
-def _torch_grads(q, k, v, g, keep):
-    """Autograd through attention written out in torch; fully masked rows give 0."""
-    torch = pytest.importorskip("torch", reason=REASON)
-    tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
-    s = tq @ tk.transpose(-1, -2) / q.shape[-1] ** 0.5
-    tkeep = torch.from_numpy(np.broadcast_to(keep, s.shape).copy())
-    s = s.masked_fill(~tkeep, float("-inf"))
-    any_key = tkeep.any(-1, keepdim=True)
-    s = torch.where(any_key, s, torch.zeros_like(s))  # no nan from a row of -inf
-    w = torch.softmax(s, -1) * any_key
-    (w @ tv).backward(torch.from_numpy(g))
-    return tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
+@pytest.mark.parametrize("causal", [False, True])
+def test_flash_attention_returns_the_log_sum_exp_on_request(causal):
+    q, k, v, _ = _inputs((2,), 9, 6)
+    mask = RNG.random((2, 9, 6)) < 0.7
+    mask[0, 2] = False  # a query that sees nothing
+    out, lse = ref.flash_attention(q, k, v, mask, causal=causal, block_q=4, block_k=4,
+                                   return_lse=True)
+    keep = _full_mask(9, 6, mask, causal)
+    want = log_sum_exp(q, k, keep)
+    assert lse.shape == (2, 9) and np.isneginf(lse[0, 2])
+    np.testing.assert_allclose(lse, want, **TIGHT)
+    same, none = ref.flash_attention(q, k, v, mask, causal=causal, block_q=4, block_k=4)
+    assert none is None and np.array_equal(out, same)  # the callers' form is unchanged
 
 
-@needs_torch
-@pytest.mark.parametrize("nq,nk,bq,bk,causal", [(10, 13, 4, 5, False), (13, 13, 4, 3, True),
-                                                (5, 12, 2, 7, True), (7, 4, 3, 2, True)])
-def test_equals_torch_autograd(nq, nk, bq, bk, causal):
-    q, k, v, g = _inputs((2, 2), nq, nk)
-    mask = RNG.random((2, 1, nq, nk)) < 0.8
-    keep = _full_mask(nq, nk, causal=causal) & mask
-    keep[0, 0, 1] = False  # one fully masked row, whatever the draw
-    o, _ = ref.flash_attention(q, k, v, keep, block_q=bq, block_k=bk)
-    lse = log_sum_exp(q, k, keep)
-    got = flash_attention_backward(q, k, v, o, lse, g, mask & keep, causal=causal,
-                                   block_q=bq, block_k=bk)
-    want = _torch_grads(q, k, v, g, keep)
-    for name, w, h in zip(("dq", "dk", "dv"), want, got):
-        np.testing.assert_allclose(h, w, **TIGHT, err_msg=name)
-
-
-@needs_torch
-def test_torch_comparison_catches_a_flipped_causal_alignment():
-    # torch's is_causal=True is top-left; the book's causal is bottom-right
-    nq, nk = 5, 9
-    q, k, v, g = _inputs((2,), nq, nk)
-    keep = _full_mask(nq, nk, causal=True)
-    o, _ = ref.flash_attention(q, k, v, causal=True)
-    got = flash_attention_backward(q, k, v, o, log_sum_exp(q, k, keep), g, causal=True,
-                                   block_q=2, block_k=3)
-    top_left = np.tril(np.ones((nq, nk), bool))
-    want = _torch_grads(q, k, v, g, keep)
-    flipped = _torch_grads(q, k, v, g, top_left)
-    np.testing.assert_allclose(got[2], want[2], **TIGHT)
-    assert not np.allclose(got[2], flipped[2])
-    assert not np.allclose(got[0], flipped[0])
+def test_return_lse_must_be_a_bool():
+    with pytest.raises(TypeError, match="return_lse must be True or False"):
+        ref.flash_attention(np.zeros((2, 3)), np.zeros((2, 3)), np.zeros((2, 3)),
+                            return_lse="yes")
