@@ -23,7 +23,8 @@ raises on a learner's answer, and returns a Verdict, true on a pass.
 """
 
 from ..checking import Case, Mistake, Verdict, run_cases
-from .fast import check_attention_flops, check_merge_states
+from .fast import (check_attention_flops, check_causal_tiles, check_flash_backward,
+                   check_merge_states)
 from .gqa import check_gqa
 from .kv_cache import (check_kv_cache_bytes, check_rolling_attention,
                        check_sliding_window_mask)
@@ -51,4 +52,5 @@ __all__ = [
     "check_rolling_attention", "check_gqa", "check_absorbed_scores",
     # Part VII
     "check_merge_states", "check_attention_flops",
+    "check_causal_tiles", "check_flash_backward",
 ]
