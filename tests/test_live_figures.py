@@ -432,3 +432,17 @@ def test_the_browser_is_closed_when_the_next_test_is_not_a_browser_test(monkeypa
         closed.clear()
         root_conftest.pytest_runtest_teardown(here, nextitem)
         assert closed == ([True] if closes else []), nextitem
+
+
+def test_the_instructor_guide_counts_the_live_figures():
+    """The guide says how many live figures the site has, in two places, and lists them in
+    a table (one row per chapter with a live figure): each agrees with the chapters."""
+    words = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+    guide = (ROOT / "instructor_guide.md").read_text(encoding="utf-8")
+    said = [words[w.lower()] for w in re.findall(
+        r"\b(\w+) (?:live figures|figures on the site are live)", guide) if w.lower() in words]
+    assert len(said) >= 2 and set(said) == {len(CHAPTERS)}, \
+        f"the guide counts {said} live figures; the chapters show {len(CHAPTERS)}"
+    section = guide.split("### Live figures in class", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| (\d\d) ", section, flags=re.M)
+    assert sorted(rows) == sorted(stem[:2] for stem in CHAPTERS), rows
