@@ -7,7 +7,9 @@ import pytest
 
 from attnbook import check
 from attnbook import reference as ref
-from attnbook.check_llm import _gqa_variant, _kv_bytes, _rope_variant
+from attnbook.check.gqa import _gqa_variant
+from attnbook.check.kv_cache import _kv_bytes
+from attnbook.check.rope import _rope_variant
 
 
 def _out(capsys, every_line=False):

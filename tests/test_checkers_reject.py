@@ -9,9 +9,13 @@ import numpy as np
 import pytest
 
 from attnbook import check
+from attnbook.check import multihead as check_multihead_part
+from attnbook.check import self_attention as check_self_attention_part
+from attnbook.check import softmax as check_softmax_part
 from attnbook import reference as ref
 
-H = check  # the hint texts live in attnbook.check
+from attnbook.check import _wrong as H  # the hint texts of Parts I-III
+from attnbook.check import multihead as HM  # the hints of splitting and merging heads
 
 
 def flat(text):
@@ -139,14 +143,14 @@ def test_attention_rejects(name, capsys):
 
 
 def test_attention_labels_compute_the_largest_score(capsys):
-    first = check.attention_cases()[0]
+    first = check_softmax_part.attention_cases()[0]
     q, k, _ = first.args
     top = (q @ k.T / np.sqrt(k.shape[-1])).max()
     assert f"{top:.2f}" in first.label and f"{top:.2f}" == "504.87"
-    assert "290" not in " ".join(c.label for c in check.attention_cases())
+    assert "290" not in " ".join(c.label for c in check_softmax_part.attention_cases())
     # the overflow case really overflows a naive exp, the offsets case really underflows a global one
     with np.errstate(all="ignore"):
-        for case in check.attention_cases()[4:]:
+        for case in check_softmax_part.attention_cases()[4:]:
             q, k, v = case.args
             s = q @ k.T / np.sqrt(k.shape[-1])
             assert np.isnan(sm_naive(s)).any() or np.isnan(sm_global(s)).any()
@@ -249,7 +253,9 @@ SELF_WRONG = {
     "W_q and W_k swapped": (lambda x, wq, wk, wv: self_attention(x, wk, wq, wv)[0],
                             H.HINT_TRANSPOSED),
     "the batch flattened into one sequence": (mixed_batch, H.HINT_MIX_BATCH),
-    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv), None),
+    # raises on the batch; the hint is about the later case that runs (no scale either)
+    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv),
+                       "which runs: " + H.HINT_NO_SCALE),
     "returns the weights": (lambda *a: self_attention(*a)[1], H.HINT_WEIGHTS),
 }
 
@@ -407,7 +413,7 @@ def test_multihead_list_rejects(name, capsys):
 
 
 def test_multihead_list_has_a_case_where_d_over_nh_is_not_hs():
-    for case in check.multihead_list_cases():
+    for case in check_multihead_part.multihead_list_cases():
         x, W_qs = case.args[0], case.args[1]
         if W_qs[0].shape[1] != x.shape[-1] // len(W_qs):
             break
@@ -581,16 +587,16 @@ def test_run_cases_reports_a_learner_exception_with_a_hint_when_a_mistake_raises
 # --- every known mistake in attnbook.check is itself rejected, with its own hint -----------
 
 MISTAKE_LISTS = {
-    "check_softmax": check._softmax_mistakes,
-    "check_scores": check._scores_mistakes,
-    "check_attention": check._attention_mistakes,
-    "check_soft_lookup": check._soft_lookup_mistakes,
-    "check_temperature_softmax": check._temperature_mistakes,
-    "check_self_attention_batched": check._self_mistakes,
-    "check_causal_mask": check._causal_mistakes,
-    "check_padding_mask": check._padding_mistakes,
-    "check_cross_attention": check._cross_mistakes,
-    "check_multihead_list": check._multihead_mistakes,
+    "check_softmax": check_softmax_part._softmax_mistakes,
+    "check_scores": check_softmax_part._scores_mistakes,
+    "check_attention": check_softmax_part._attention_mistakes,
+    "check_soft_lookup": check_softmax_part._soft_lookup_mistakes,
+    "check_temperature_softmax": check_softmax_part._temperature_mistakes,
+    "check_self_attention_batched": check_self_attention_part._self_mistakes,
+    "check_causal_mask": check_self_attention_part._causal_mistakes,
+    "check_padding_mask": check_self_attention_part._padding_mistakes,
+    "check_cross_attention": check_self_attention_part._cross_mistakes,
+    "check_multihead_list": check_multihead_part._multihead_mistakes,
 }
 
 

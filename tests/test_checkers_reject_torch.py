@@ -1,25 +1,19 @@
 """check_torch_attention rejects the wrong answers a learner plausibly writes, including
 one that is right forward and NaN backward, and accepts both return forms."""
 
-import importlib.util
 import math
 
 import numpy as np
 import pytest
 
 from attnbook import check
+from attnbook.check import _wrong as check_wrong
+from attnbook.checking import _compare
+from attnbook.check import pytorch as check_pytorch_part
+from optional import imports, needs
 
-REASON = "needs torch, which is not installed: run `make torch`"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch
-    torch = pytest.importorskip("torch", reason=REASON)
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch")
 
 
 def flat(text):
@@ -132,12 +126,12 @@ WRONG = {
     "torch.where(isnan) after the softmax": (where_after, "fixes the forward pass only"),
     "fully masked rows left as nan": (nan_rows, "a fully masked row is not handled"),
     "-1e9 instead of -inf": (big_negative, "large finite number instead of -inf"),
-    "inverted polarity": (inverted, check.HINT_POLARITY),
+    "inverted polarity": (inverted, check_wrong.HINT_POLARITY),
     "weights times the mask": (times_mask, None),
     "computed outside torch": (leaves_torch, None),
-    "no scale": (no_scale, check.HINT_NO_SCALE),
-    "sqrt(dv)": (sqrt_dv, check.HINT_DV),
-    "softmax over dim -2": (wrong_axis, check.HINT_AXIS),
+    "no scale": (no_scale, check_wrong.HINT_NO_SCALE),
+    "sqrt(dv)": (sqrt_dv, check_wrong.HINT_DV),
+    "softmax over dim -2": (wrong_axis, check_wrong.HINT_AXIS),
 }
 
 
@@ -158,10 +152,10 @@ def test_nan_to_num_is_right_forward_and_caught_backward(capsys):
     assert not verdict
     assert "gradient of q contains nan" in out
     # its forward values alone would pass: the backward pass is what catches it
-    for case in check.torch_attention_cases():
-        parts = check._call_torch(nan_to_num_after, case)
-        assert check._compare(case.expected, parts["output"]) is None
-        assert check._compare(case.weights, parts["weights"]) is None
+    for case in check_pytorch_part.torch_attention_cases():
+        parts = check_pytorch_part._call_torch(nan_to_num_after, case)
+        assert _compare(case.expected, parts["output"]) is None
+        assert _compare(case.weights, parts["weights"]) is None
 
 
 def test_nan_to_num_after_masked_fill_is_right_both_ways(capsys):
@@ -193,6 +187,6 @@ def test_no_crash_on_strange_answers(answer, capsys):
 
 
 def test_expected_gradients_are_finite_and_zero_for_an_empty_row():
-    case = check.torch_attention_cases()[3]          # query 1 has every key masked
+    case = check_pytorch_part.torch_attention_cases()[3]          # query 1 has every key masked
     gq = case.extra["gradient of q"]
     assert np.isfinite(gq).all() and (gq[:, 1] == 0).all() and (gq[:, 0] != 0).any()

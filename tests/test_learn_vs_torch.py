@@ -9,25 +9,15 @@ scale forgotten, dA transposed, the rowsum over the wrong axis, dK without
 its transpose) to show that it would catch the mistake.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-REASON = "needs torch, which is not installed: run `make torch`"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = F = None
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", F="torch.nn.functional")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, F
-    torch = pytest.importorskip("torch", reason=REASON)
-    F = torch.nn.functional
 
 RNG = np.random.default_rng(161)
 

@@ -5,26 +5,16 @@ Runs only when PyTorch is installed (`make torch`); otherwise every test here is
 skipped with that reason.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-REASON = "PyTorch (torch) is not installed: run `make torch` to install requirements-torch.txt"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = F = ta = None
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", F="torch.nn.functional",
+                   ta="attnbook.torch_attention")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, F, ta
-    torch = pytest.importorskip("torch", reason=REASON)
-    F = torch.nn.functional
-    from attnbook import torch_attention as ta
 
 # float64 on both sides: the same arithmetic, so only rounding differs.
 TIGHT = dict(rtol=1e-10, atol=1e-12)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import _as_float_array, scaled_dot_product_attention
+from ..validate import _as_float_array
+from .attention import scaled_dot_product_attention
 
 __all__ = ["attention_backward"]
 

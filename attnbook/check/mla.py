@@ -5,12 +5,11 @@ Chapters import them from :mod:`attnbook.check`.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Callable
 
 import numpy as np
 
-from .check import Case, Verdict, run_cases
+from ..checking import Case, Mistake, Verdict, run_cases
 
 __all__ = ["absorbed_scores_cases", "check_absorbed_scores"]
 
@@ -65,19 +64,19 @@ def _softmax(s):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _head_axis_hint(fn):
-    """Add a hint to the error a 3-D ``w_uk.T`` raises in the heads case."""
-    def wrapped(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ValueError as exc:
-            if np.ndim(args[-1]) < 3 or "matmul" not in str(exc):
-                raise
-            raise ValueError(
-                f"{exc} (hint: with a head axis in front, w_uk.T reverses ALL "
-                f"the axes; np.swapaxes(w_uk, -1, -2) transposes the last "
-                f"two)") from None
-    return wrapped
+def _head_axis_error(exc, case):
+    """The error a 3-D ``w_uk.T`` raises in the heads case, named."""
+    if isinstance(exc, ValueError) and np.ndim(case.args[-1]) >= 3 and "matmul" in str(exc):
+        return ("with a head axis in front, w_uk.T reverses ALL the axes; "
+                "np.swapaxes(w_uk, -1, -2) transposes the last two")
+    return None
+
+
+def _first(result):
+    """The scores of a tuple ``(scores, ...)``; anything else as it is."""
+    if isinstance(result, (tuple, list)) and result and not np.isscalar(result[0]):
+        return result[0]
+    return result
 
 
 def absorbed_scores_cases() -> list[Case]:
@@ -105,29 +104,7 @@ def check_absorbed_scores(fn: Callable) -> Verdict:
     absorbed MLA, ``((q_nope W_uk^T) c_kv^T + q_rope k_rope^T) /
     sqrt(d_nope + d_rope)``, shape (..., N, T). A tuple ``(scores, ...)``
     is accepted too (its first element is checked)."""
-    cases = absorbed_scores_cases()
-
-    def first(result):
-        if isinstance(result, (tuple, list)) and result and not np.isscalar(result[0]):
-            return result[0]
-        return result
-
-    verdict = run_cases(_head_axis_hint(fn), cases, "check_absorbed_scores",
-                        pick=first)
-    if not verdict:
-        for case in cases:
-            try:
-                with np.errstate(all="ignore"):
-                    got = np.asarray(first(fn(*case.args)), dtype=float)
-            except Exception:
-                continue
-            if got.shape == case.expected.shape and np.allclose(got, case.expected):
-                continue
-            for hint, wrong in _wrong_forms(*case.args):
-                if got.shape == wrong.shape and np.allclose(got, wrong):
-                    print(textwrap.fill(hint, 79,
-                                        initial_indent="    hint: ",
-                                        subsequent_indent="          "))
-                    break
-            break
-    return verdict
+    return run_cases(fn, absorbed_scores_cases(), "check_absorbed_scores", pick=_first,
+                     mistakes=lambda case: [Mistake.result(hint, value)
+                                            for hint, value in _wrong_forms(*case.args)],
+                     on_error=_head_axis_error)

@@ -1,4 +1,4 @@
-"""Exercise checkers of the part "Attention that learns".
+"""Exercise checkers of Part V, "Attention that learns" (chapters 11-12).
 
 Chapters import them from :mod:`attnbook.check`. Each checker runs the
 learner's function on several cases, compares it with the answer key, and
@@ -9,18 +9,19 @@ forgotten, a transpose missing ...), it says which.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Callable
 
 import numpy as np
 
-from . import reference as ref
-from .check import Case, Verdict, _compare, run_cases
+from .. import reference as ref
+from ..checking import BadResult, Case, Mistake, Verdict, _same, batch_rule, run_cases
 
 __all__ = ["check_attention_backward", "check_cross_entropy"]
 
 
 # --- the gradient of attention (chapter 11) ---
+
+_GRADS = ("dq", "dk", "dv")
 
 def attention_backward_cases() -> list[Case]:
     rng = np.random.default_rng(16)
@@ -41,7 +42,8 @@ def attention_backward_cases() -> list[Case]:
          tuple(a * f for a, f in zip(args((3, 16), (4, 16), (4, 2), (3, 2)),
                                      (4, 4, 1, 1)))),
     ]
-    return [Case(label, a, ref.attention_backward(*a)) for label, a in cases]
+    return [Case(label, a, dict(zip(_GRADS, ref.attention_backward(*a))))
+            for label, a in cases]
 
 
 def _wrong_backward_forms(q, k, v, d_out):
@@ -131,139 +133,50 @@ def _backward_with_scales(q, k, v, d_out, forward_scale, backward_scale):
             np.swapaxes(a, -2, -1) @ d_out)
 
 
-def _three_arrays(fn):
-    """Call fn and insist on a tuple or list (dq, dk, dv)."""
-    def call(*args, **kwargs):
-        result = fn(*args, **kwargs)
-        if not (isinstance(result, (tuple, list)) and len(result) == 3):
-            raise TypeError(f"return a tuple (dq, dk, dv) of three arrays; "
-                            f"got {type(result).__name__}"
-                            + (f" of length {len(result)}"
-                               if isinstance(result, (tuple, list)) else ""))
-        return result
-    return call
+def _call_backward(fn, case):
+    """The learner's (dq, dk, dv) by name, checked dv first (it needs no softmax
+    step), then dq and dk."""
+    result = fn(*(np.array(a, copy=True) for a in case.args))
+    if not (isinstance(result, (tuple, list)) and len(result) == 3):
+        raise BadResult("return a tuple (dq, dk, dv) of three arrays; got "
+                        f"{type(result).__name__}"
+                        + (f" of length {len(result)}"
+                           if isinstance(result, (tuple, list)) else ""))
+    parts = dict(zip(_GRADS, result))
+    return {name: parts[name] for name in ("dv", "dq", "dk")}
 
 
-def _as_array(x):
-    try:
-        return np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        return None
+def _order_rule(fn, call, cases, index, rtol, atol, want_bool):
+    """The three gradients right, but returned in another order."""
+    case = cases[index]
+    got = call(fn, case)
+    want = case.expected
+    names = list(_GRADS)
+    for order in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        if all(_same(got[names[i]], want[names[j]], rtol, atol)
+               for i, j in zip(range(3), order)):
+            return ("the three gradients are right but in another order: return "
+                    "(dq, dk, dv), in the order of the arguments q, k, v.")
+    return None
 
 
-def _close(a, b):
-    return (a is not None and np.shape(a) == np.shape(b)
-            and np.allclose(a, b, rtol=1e-6, atol=1e-9))
-
-
-def _contradicts(wrong, parts, expected):
-    """True if the wrong form gets a part wrong that the learner got right:
-    then it does not describe the learner's mistake."""
-    return any(_close(got, exp) and not _close(w, exp)
-               for w, got, exp in zip(wrong, parts, expected))
-
-
-def _print_hints(fn, cases, forms_of, index, said=None):
-    """For the first case where the learner's part ``index`` computes but is
-    wrong, name the mistake if it is a known one. Returns True if it did."""
-    said = set() if said is None else said
-    for case in cases:
-        try:
-            args = tuple(np.array(a, copy=True) for a in case.args)
-            with np.errstate(all="ignore"):
-                result = fn(*args)
-            got = _as_array(result[index])
-            parts = [_as_array(x) for x in result]
-        except Exception:  # this case does not run; try the next one
-            continue
-        try:
-            expected = case.expected[index]
-            if got is None or _compare(expected, got, 1e-6, 1e-9) is None:
-                continue
-            found = False
-            if not np.all(np.isfinite(got)):
-                return False  # inf or nan: the report above says enough
-            with np.errstate(all="ignore"):
-                forms = forms_of(*case.args)
-            for hint, wrong in forms:
-                w = wrong[index]
-                if (w.shape == got.shape and not np.allclose(w, expected)
-                        and np.allclose(got, w, rtol=1e-6, atol=1e-9)
-                        and not _contradicts(wrong, parts, case.expected)):
-                    found = True
-                    if hint not in said:
-                        said.add(hint)
-                        print(textwrap.fill(hint, 79,
-                                            initial_indent="    hint: ",
-                                            subsequent_indent="    "))
-            return found
-        except Exception:  # a hint is a courtesy: never crash on it
-            return False
-    return False
-
-
-def _right_on(fn, case):
-    """True if fn gets all three gradients of this case right."""
-    try:
-        args = tuple(np.array(a, copy=True) for a in case.args)
-        with np.errstate(all="ignore"):
-            result = fn(*args)
-        return all(_close(_as_array(g), e)
-                   for g, e in zip(result, case.expected))
-    except Exception:
-        return False
-
-
-def _print_structure_hint(fn, cases):
-    """Two mistakes that no wrong formula describes: the gradients returned
-    in another order, and a transpose that only works without a batch."""
-    def say(hint):
-        print(textwrap.fill(hint, 79, initial_indent="    hint: ",
-                            subsequent_indent="    "))
-
-    try:
-        with np.errstate(all="ignore"):
-            result = [_as_array(g) for g in fn(*cases[0].args)]
-        for order in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
-            if all(_close(result[i], cases[0].expected[j])
-                   for i, j in zip(range(3), order)):
-                say("the three gradients are right but in another order: "
-                    "return (dq, dk, dv), in the order of the arguments "
-                    "q, k, v.")
-                return
-    except Exception:
-        pass
-    batched = [c for c in cases if np.ndim(c.args[0]) > 2]
-    single = [c for c in cases if np.ndim(c.args[0]) == 2]
-    if (all(_right_on(fn, c) for c in single)
-            and not all(_right_on(fn, c) for c in batched)):
-        say("right for one sequence, wrong for a batch: .T (or np.transpose "
-            "without axes) reverses every axis of a (B, N, d) array. Use "
-            "swapaxes(-2, -1) to swap only the last two, and sum with "
-            "axis=-1.")
+_BATCH_HINT = ("right for one sequence, wrong for a batch: .T (or np.transpose "
+               "without axes) reverses every axis of a (B, N, d) array. Use "
+               "swapaxes(-2, -1) to swap only the last two, and sum with axis=-1.")
 
 
 def check_attention_backward(fn: Callable) -> Verdict:
     """Check a learner's ``attention_backward(q, k, v, d_out)`` returning
     ``(dq, dk, dv)``: the gradients of softmax(q k^T / sqrt(dk)) v, for one
     sequence (Nq, d) or a batch (B, Nq, d)."""
-    wrapped = _three_arrays(fn)
-    cases = attention_backward_cases()
-    name = "check_attention_backward"
-    for part, index in (("dv", 2), ("dq", 0), ("dk", 1)):
-        part_cases = [Case(f"{c.label} [{part}]", c.args, c.expected[index])
-                      for c in cases]
-        verdict = run_cases(wrapped, part_cases, f"{name} ({part})",
-                            pick=lambda r, i=index: r[i])
-        if not verdict:
-            said = set()
-            for i in (index, 2, 0, 1):  # the failing part first, then the rest
-                _print_hints(wrapped, cases, _wrong_backward_forms, i, said)
-            if not said:
-                _print_structure_hint(wrapped, cases)
-            return Verdict(False, name)
-    print(f"{name}: dq, dk and dv right in all {len(cases)} cases.")
-    return Verdict(True, name)
+    cases = [Case(c.label, c.args, {n: c.expected[n] for n in ("dv", "dq", "dk")})
+             for c in attention_backward_cases()]
+    return run_cases(
+        fn, cases, "check_attention_backward", call=_call_backward,
+        mistakes=lambda case: [Mistake.result(hint, wrong)
+                               for hint, wrong in _wrong_backward_forms(*case.args)],
+        rules=[_order_rule, batch_rule(_BATCH_HINT)],
+        passed=f"check_attention_backward: dq, dk and dv right in all {len(cases)} cases.")
 
 
 # --- cross-entropy (chapter 12) ---
@@ -283,7 +196,8 @@ def cross_entropy_cases() -> list[Case]:
         ("one position, three classes", (np.array([[0.5, -1.0, 2.0]]),
                                          np.array([2]))),
     ]
-    return [Case(label, a, ref.cross_entropy(*a)) for label, a in cases]
+    return [Case(label, a, dict(zip(("loss", "d_logits"), ref.cross_entropy(*a))))
+            for label, a in cases]
 
 
 def _wrong_cross_entropy_forms(logits, targets):
@@ -328,29 +242,21 @@ def _wrong_cross_entropy_forms(logits, targets):
     ]
 
 
+def _call_cross_entropy(fn, case):
+    result = fn(*(np.array(a, copy=True) for a in case.args))
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        raise BadResult(f"return a tuple (loss, d_logits); got {type(result).__name__}")
+    return dict(zip(("loss", "d_logits"), result))
+
+
 def check_cross_entropy(fn: Callable) -> Verdict:
     """Check a learner's ``cross_entropy(logits, targets)`` returning
     ``(loss, d_logits)``: the mean cross-entropy over every position and its
     gradient with respect to the logits."""
-    def two(*args):
-        result = fn(*args)
-        if not (isinstance(result, (tuple, list)) and len(result) == 2):
-            raise TypeError(f"return a tuple (loss, d_logits); got "
-                            f"{type(result).__name__}")
-        return result
-
     cases = cross_entropy_cases()
-    name = "check_cross_entropy"
-    for part, index in (("loss", 0), ("d_logits", 1)):
-        part_cases = [Case(f"{c.label} [{part}]", c.args, c.expected[index])
-                      for c in cases]
-        verdict = run_cases(two, part_cases, f"{name} ({part})",
-                            pick=lambda r, i=index: r[i])
-        if not verdict:
-            said = set()
-            for i in (index, 1 - index):
-                _print_hints(two, cases, _wrong_cross_entropy_forms, i, said)
-            return Verdict(False, name)
-    print(f"{name}: the loss and its gradient right in all {len(cases)} "
-          "cases.")
-    return Verdict(True, name)
+    return run_cases(
+        fn, cases, "check_cross_entropy", call=_call_cross_entropy,
+        mistakes=lambda case: [Mistake.result(hint, wrong)
+                               for hint, wrong in _wrong_cross_entropy_forms(*case.args)],
+        passed=("check_cross_entropy: the loss and its gradient right in all "
+                f"{len(cases)} cases."))

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from attnbook import check
+from attnbook.check import self_attention as check_self_attention_part
 from attnbook import reference as ref
 
 
@@ -28,7 +29,7 @@ def test_self_attention_batched_passes_right_answers(capsys):
     assert check.check_self_attention_batched(good_self_attention)
     assert check.check_self_attention_batched(
         lambda x, wq, wk, wv: ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv))
-    n = len(check.self_attention_cases())
+    n = len(check_self_attention_part.self_attention_cases())
     assert f"all {n} cases passed" in capsys.readouterr().out
 
 
@@ -127,7 +128,7 @@ def good_cross(xq, xv, W_q, W_k, W_v):
 
 def test_cross_attention_passes(capsys):
     assert check.check_cross_attention(good_cross)
-    n = len(check.cross_attention_cases())
+    n = len(check_self_attention_part.cross_attention_cases())
     assert f"all {n} cases passed" in capsys.readouterr().out
 
 

@@ -1,24 +1,14 @@
 """The PyTorch chapter's exercise checker: right answers pass, typical wrong ones fail clearly."""
 
-import importlib.util
 import math
 
 import pytest
 
 from attnbook import check
+from optional import imports, needs
 
-REASON = "PyTorch (torch) is not installed: run `make torch` to install requirements-torch.txt"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = ta = None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, ta
-    torch = pytest.importorskip("torch", reason=REASON)
-    from attnbook import torch_attention as ta
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", ta="attnbook.torch_attention")
 
 
 def right(q, k, v, mask=None):
