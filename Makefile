@@ -12,6 +12,10 @@
 #   make slides    export every chapter as reveal.js slides into slides/
 #   make student   student copies (solutions removed) into student/, ready to hand out
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
+#   make repository URL=https://github.com/OWNER/NAME REF=v1.0
+#                  publish: the book's repository at one fixed commit (REF: a tag of this
+#                  clone, or a commit hash; never a branch) in _config.yml and in every
+#                  chapter's set-up cell, without re-executing; `make repository URL=` unsets it
 #   make clean     remove the built site, slides/ and student/; `make distclean` also .venv
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
@@ -35,7 +39,7 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs slides student figures clean distclean venv torch
+.PHONY: book test lab serve outputs slides student figures clean distclean venv torch repository
 
 venv: $(STAMP)
 
@@ -110,6 +114,13 @@ student: $(STAMP)
 
 figures: $(STAMP)
 	$(BIN)/python -m attnbook.diagrams figures
+
+# The Binder and Colab buttons and every chapter's set-up cell (which installs the helper
+# package in Colab) point at URL at one fixed commit; with no URL, at nothing (see _config.yml).
+URL ?=
+REF ?=
+repository: $(STAMP)
+	$(BIN)/python -m attnbook.nbtools repository "$(URL)" "$(REF)" $(NOTEBOOKS)
 
 clean:
 	rm -rf _build slides student

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from .execute import execute
+from .setup_cell import set_repository
 from .shape import prepare
 from .student import write_student_copies
 from .tidy import tidy
@@ -14,12 +15,16 @@ USAGE = """usage: python -m attnbook.nbtools COMMAND ...
   tidy NOTEBOOK...             join split stream outputs, remove widget state and widget outputs
                                (except the live figures' state, renumbered)
   student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR
-  execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)"""
+  execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)
+  repository URL REF NOTEBOOK...
+                               set the book's repository (URL "" unsets it) at a fixed commit
+                               (REF: a tag of this clone or a commit hash) in _config.yml and
+                               in every notebook's set-up cell (its source only; no execution)"""
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("tidy", "prepare", "student", "execute"):
+    if not argv or argv[0] not in ("tidy", "prepare", "student", "execute", "repository"):
         print(USAGE, file=sys.stderr)
         return 2
     command, args = argv[0], argv[1:]
@@ -29,6 +34,17 @@ def main(argv=None):
                 print(f"tidied {p}")
     elif command == "execute":
         return execute(args)
+    elif command == "repository":
+        if len(args) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        try:
+            changed = set_repository(args[0], args[1], args[2:])
+        except ValueError as err:
+            print(f"make repository: {err}", file=sys.stderr)
+            return 1
+        for line in changed or ["nothing to change"]:
+            print(line)
     elif command == "prepare":
         for p in args:
             if prepare(p):
