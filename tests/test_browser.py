@@ -179,13 +179,13 @@ def test_no_empty_widget_box_and_no_widget_javascript(visits, html):
 
 def test_launch_and_download_buttons_on_every_chapter(visits):
     """The download button on every chapter; the Binder and Colab buttons only when the book
-    names a repository (`make repository`), then pointing at its fixed commit (what the
+    names a repository (`make repository`), then opening its tag (what the
     built pages hold, placeholder or not, is checked in tests/test_repository.py)."""
     import yaml
 
     from attnbook import nbtools
 
-    url, commit = nbtools.repository()
+    url, tag = nbtools.repository()[0], nbtools.setup_cell.launch_ref()
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
     hub = (config.get("launch_buttons", {}).get("jupyterhub_url") or "").rstrip("/")
     for path, data in visits["pages"].items():
@@ -199,8 +199,8 @@ def test_launch_and_download_buttons_on_every_chapter(visits):
             assert not launch, f"{path}: launch buttons, but the book names no repository: {launch}"
             continue
         owner_repo = "/".join(url.split("/")[-2:])
-        assert any(u.startswith(f"https://mybinder.org/v2/gh/{owner_repo}/{commit}") for u in links), f"{path}: no Binder button"
-        assert any(u.startswith(f"https://colab.research.google.com/github/{owner_repo}/blob/{commit}/")
+        assert any(u.startswith(f"https://mybinder.org/v2/gh/{owner_repo}/{tag}") for u in links), f"{path}: no Binder button"
+        assert any(u.startswith(f"https://colab.research.google.com/github/{owner_repo}/blob/{tag}/")
                    and u.endswith(f"{stem}.ipynb") for u in links), f"{path}: no Colab button"
         if hub:
             assert any(u.startswith(hub + "/hub/user-redirect/git-pull?") for u in links), f"{path}: no JupyterHub button"

@@ -9,9 +9,11 @@ repository only one fixed commit (`make repository`, attnbook/nbtools/setup_cell
   ``attnbook @ git+URL@COMMIT``, COMMIT a full commit hash; a branch is refused, as is a
   placeholder URL.
 - `make repository` (``nbtools.set_repository``) writes _config.yml and every set-up cell
-  (their source only: outputs, ids and every other cell stay), from a tag or a commit.
+  (their source only: outputs, ids and every other cell stay): the launch buttons open a new
+  tag, REF (never a branch or a tag that exists already), and Colab installs the helper
+  package from the clone's HEAD (refused while attnbook/ has uncommitted changes).
 - Every page of the built site: no launch link (Binder, Colab, JupyterHub) while there is no
-  repository; with one, each launch link names it and its commit.
+  repository; with one, each launch link names it and its tag.
 """
 
 from __future__ import annotations
@@ -73,8 +75,12 @@ def installs(proc) -> list[str]:
 
 def test_the_configured_repository_is_real_or_none():
     url, commit = nbtools.repository()
+    ref = setup_cell.launch_ref()
     if url is not None:
         assert setup_cell.COMMIT.fullmatch(commit) and not setup_cell.is_placeholder(url)
+        assert ref and ref.lower() not in setup_cell.MOVING
+    else:
+        assert ref is None
     text = (ROOT / "_config.yml").read_text(encoding="utf-8")
     assert "YOUR-GITHUB-ACCOUNT" not in re.sub(r"#.*", "", text)
 
@@ -141,12 +147,19 @@ def test_a_moving_branch_or_a_placeholder_is_refused(url, ref, why):
 
 def test_a_config_with_a_branch_is_an_error_not_an_install(tmp_path):
     config = tmp_path / "_config.yml"
-    config.write_text(f'repository:\n  url: "{REAL}"\n  branch: main\n', encoding="utf-8")
+    config.write_text(f'repository:\n  url: "{REAL}"\n  branch: v1.0\n  commit: main\n',
+                      encoding="utf-8")
     with pytest.raises(ValueError, match="a branch moves"):
         nbtools.repository(config)
+    config.write_text(f'repository:\n  url: "{REAL}"\n  branch: main\n  commit: {COMMIT}\n',
+                      encoding="utf-8")
+    assert nbtools.repository(config) == (REAL, COMMIT)
+    with pytest.raises(ValueError, match="not a tag name"):
+        setup_cell.launch_ref(config)
     config.write_text("repository:\n  url: https://github.com/YOUR-GITHUB-ACCOUNT/attention-book"
                       "\n  branch: main\n", encoding="utf-8")
     assert nbtools.repository(config) == (None, None), "a placeholder is no repository"
+    assert setup_cell.launch_ref(config) is None
 
 
 # --- `make repository` ---
@@ -162,42 +175,53 @@ def _git(cwd, *args):
 def test_make_repository_sets_the_config_and_every_set_up_cell(tmp_path):
     book = tmp_path / "book"
     (book / "chapters").mkdir(parents=True)
+    (book / "attnbook").mkdir()
+    (book / "attnbook" / "__init__.py").write_text("", encoding="utf-8")
     shutil.copy(ROOT / "_config.yml", book / "_config.yml")
     copies = [book / "chapters" / p.name for p in NOTEBOOKS[:2]]
     for p, c in zip(NOTEBOOKS, copies):
         shutil.copy(p, c)
-    _git(book, "init", "-q")
-    _git(book, "commit", "-q", "--allow-empty", "-m", "v1")
-    _git(book, "tag", "v1.0")
-    tagged = _git(book, "rev-parse", "HEAD")
-    _git(book, "commit", "-q", "--allow-empty", "-m", "later")  # the branch moves on
+    _git(book, "init", "-q", "-b", "trunk2")
+    _git(book, "add", "-A")
+    _git(book, "commit", "-q", "-m", "the book")
+    _git(book, "tag", "v0.9")
+    head = _git(book, "rev-parse", "HEAD")
     before = [json.loads(c.read_text(encoding="utf-8")) for c in copies]
+    config = book / "_config.yml"
 
-    for ref in ("main", "master", "v9.9", ""):
-        with pytest.raises(ValueError, match="neither a tag of this clone nor a full commit"):
-            setup_cell.set_repository(REAL, ref, copies, book / "_config.yml", git_dir=book)
+    def set_(url, ref):
+        return setup_cell.set_repository(url, ref, copies, config, git_dir=book)
+
+    for ref, why in [("main", "not a tag name"), ("master", "not a tag name"), ("", "not a tag"),
+                     ("trunk2", "is a branch of this clone"), ("v0.9", "exists already")]:
+        with pytest.raises(ValueError, match=why):
+            set_(REAL, ref)
+    (book / "attnbook" / "__init__.py").write_text("x = 1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="not committed"):
+        set_(REAL, "v1.0")
+    _git(book, "checkout", "-q", "--", "attnbook")
     assert [json.loads(c.read_text(encoding="utf-8")) for c in copies] == before
+    assert config.read_text(encoding="utf-8") == (ROOT / "_config.yml").read_text(encoding="utf-8")
 
-    changed = setup_cell.set_repository(REAL + ".git", "v1.0", copies, book / "_config.yml",
-                                        git_dir=book)
+    changed = set_(REAL + ".git", "v1.0")
     assert len(changed) == 3, changed
-    config = yaml.safe_load((book / "_config.yml").read_text(encoding="utf-8"))
-    assert config["repository"]["url"] == REAL and config["repository"]["branch"] == tagged
-    assert config["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
-    assert config["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
-    assert nbtools.repository(book / "_config.yml") == (REAL, tagged)
+    settings = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert settings["repository"]["url"] == REAL
+    assert settings["repository"]["branch"] == "v1.0" and settings["repository"]["commit"] == head
+    assert settings["launch_buttons"]["binderhub_url"] == "https://mybinder.org"
+    assert settings["launch_buttons"]["colab_url"] == "https://colab.research.google.com"
+    assert nbtools.repository(config) == (REAL, head) and setup_cell.launch_ref(config) == "v1.0"
     for copy, old in zip(copies, before):
         new = json.loads(copy.read_text(encoding="utf-8"))
         first = next(i for i, c in enumerate(new["cells"]) if c["cell_type"] == "code")
-        assert nbtools._source(new["cells"][first]) == nbtools.bootstrap_source(REAL, tagged)
+        assert nbtools._source(new["cells"][first]) == nbtools.bootstrap_source(REAL, head)
         new["cells"][first]["source"] = old["cells"][first]["source"]
         assert new == old, f"{copy.name}: more than the set-up cell's source changed"
-    assert setup_cell.set_repository(REAL, tagged, copies, book / "_config.yml",
-                                     git_dir=book) == [], "a second run changes nothing"
+    assert set_(REAL, "v1.0") == [], "a second run changes nothing"
 
-    setup_cell.set_repository("", "", copies, book / "_config.yml", git_dir=book)  # unset
-    config = yaml.safe_load((book / "_config.yml").read_text(encoding="utf-8"))
-    assert config["repository"]["url"] == "" and not config["launch_buttons"]["colab_url"]
+    set_("", "")  # unset
+    settings = yaml.safe_load(config.read_text(encoding="utf-8"))
+    assert settings["repository"]["url"] == "" and not settings["launch_buttons"]["colab_url"]
     assert [json.loads(c.read_text(encoding="utf-8")) for c in copies] == before
 
 
@@ -207,8 +231,9 @@ LAUNCH = re.compile(r'href="(https://mybinder\.org/[^"]*|https://colab\.research
                     r'[^"]*|[^"]*/hub/user-redirect/git-pull\?[^"]*)"')
 
 
-def launch_problems(pages: dict[str, str], url, commit) -> list[str]:
-    """Launch links that point at no repository, at a placeholder, or at a moving ref."""
+def launch_problems(pages: dict[str, str], url, tag) -> list[str]:
+    """Launch links that point at no repository, at a placeholder, or at another ref than the
+    publication's tag."""
     problems = []
     for name, text in pages.items():
         if "YOUR-GITHUB-ACCOUNT" in text:
@@ -220,8 +245,9 @@ def launch_problems(pages: dict[str, str], url, commit) -> list[str]:
                                 f"{link}")
                 continue
             owner_name = "/".join(url.split("/")[-2:])
-            if owner_name not in link.replace("%2F", "/") or commit not in link:
-                problems.append(f"{name}: a launch link not to {owner_name} at {commit}: {link}")
+            if owner_name not in link.replace("%2F", "/") or not re.search(
+                    rf"[/=]{re.escape(tag)}([/?&]|$)", link):
+                problems.append(f"{name}: a launch link not to {owner_name} at {tag}: {link}")
     return problems
 
 
@@ -232,8 +258,8 @@ def test_no_launch_link_points_at_a_placeholder_or_a_branch(built_site):
     pages = {p.relative_to(html).as_posix(): p.read_text(encoding="utf-8")
              for p in html.rglob("*.html") if "_static" not in p.parts}
     assert len(pages) > 20
-    url, commit = nbtools.repository()
-    problems = launch_problems(pages, url, commit)
+    url, tag = nbtools.repository()[0], setup_cell.launch_ref()
+    problems = launch_problems(pages, url, tag)
     assert not problems, "\n".join(problems[:20])
     if url is not None:
         chapters = [t for n, t in pages.items() if n.startswith("chapters/")]
@@ -245,13 +271,13 @@ def test_the_page_check_catches_a_placeholder_and_a_branch():
     colab = ('<a href="https://colab.research.google.com/github/{}/attention-book/blob/{}/'
              'chapters/01.ipynb">')
     owner = REAL.split("/")[-2]
-    ok = {"a.html": binder.format(owner, COMMIT) + colab.format(owner, COMMIT)}
-    assert launch_problems(ok, REAL, COMMIT) == []
+    ok = {"a.html": binder.format(owner, "v1.0") + colab.format(owner, "v1.0")}
+    assert launch_problems(ok, REAL, "v1.0") == []
     assert len(launch_problems(ok, None, None)) == 2, "links while no repository is set"
     branch = {"b.html": binder.format(owner, "main")}
-    assert "not to attnbook-authors/attention-book at" in launch_problems(branch, REAL, COMMIT)[0]
+    assert "not to attnbook-authors/attention-book at" in launch_problems(branch, REAL, "v1.0")[0]
     placeholder = {"c.html": colab.format("YOUR-GITHUB-ACCOUNT", "main")}
-    assert len(launch_problems(placeholder, REAL, COMMIT)) == 2
+    assert len(launch_problems(placeholder, REAL, "v1.0")) == 2
     hub = {"d.html": '<a href="https://hub.example/hub/user-redirect/git-pull?repo=https%3A'
                      '%2F%2Fgithub.com%2Fattnbook-authors%2Fattention-book&amp;branch=main">'}
-    assert len(launch_problems(hub, REAL, COMMIT)) == 1
+    assert len(launch_problems(hub, REAL, "v1.0")) == 1

@@ -17,9 +17,10 @@ USAGE = """usage: python -m attnbook.nbtools COMMAND ...
   student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR
   execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)
   repository URL REF NOTEBOOK...
-                               set the book's repository (URL "" unsets it) at a fixed commit
-                               (REF: a tag of this clone or a commit hash) in _config.yml and
-                               in every notebook's set-up cell (its source only; no execution)"""
+                               set the book's repository (URL "" unsets it) in _config.yml and
+                               in every notebook's set-up cell (its source only; no execution):
+                               the launch buttons open tag REF (to be created on the commit that
+                               records this), Colab installs attnbook from this clone's HEAD"""
 
 
 def main(argv=None):
@@ -45,6 +46,12 @@ def main(argv=None):
             return 1
         for line in changed or ["nothing to change"]:
             print(line)
+        if args[0]:
+            print(f"Now commit this and tag that commit {args[1]}, then push both, e.g.:\n"
+                  f'  git commit -am "Publish {args[1]}" && git tag {args[1]} && '
+                  f"git push origin HEAD {args[1]}\n"
+                  "(the launch buttons open the tag; Colab installs the helper package from "
+                  "the commit recorded, this clone's HEAD before the commit above)")
     elif command == "prepare":
         for p in args:
             if prepare(p):

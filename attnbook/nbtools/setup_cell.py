@@ -7,9 +7,11 @@ from pathlib import Path
 
 from ._io import BOOK_ROOT, BOOTSTRAP_TAG, _lines, _source
 
-# The book's repository, as `make repository` records it in _config.yml: a GitHub URL and one
-# fixed commit (``repository.branch`` holds the commit: Binder, Colab and the set-up cell all
-# read it). Without one, nothing is ever installed from the network and no launch button shows.
+# The book's repository, as `make repository` records it in _config.yml: a GitHub URL
+# (``repository.url``), the tag readers' launch buttons open (``repository.branch``: the
+# theme's name for the ref; a tag of the publishing commit, never a branch) and the commit the
+# set-up cell installs the helper package from in Colab (``repository.commit``). Without a
+# URL, nothing is ever installed from the network and no launch button shows.
 GITHUB = re.compile(r"https://github\.com/([A-Za-z0-9][A-Za-z0-9-]{0,38})/([A-Za-z0-9._-]{1,100})")
 COMMIT = re.compile(r"[0-9a-f]{40}")
 # Names that stand for "your account here": a URL naming one is not a repository anyone
@@ -35,24 +37,50 @@ def check_repository(url: str, commit: str) -> None:
     if not COMMIT.fullmatch(commit or ""):
         raise ValueError(f"repository ref {commit!r} is not a full commit hash (40 hex digits): "
                          "a branch moves, so a reader's click would install whatever it holds "
-                         "at that moment. Set it with `make repository URL=... REF=<tag or "
-                         "commit>`, which records the tag's commit.")
+                         "at that moment. Set it with `make repository URL=... REF=<new tag>`, "
+                         "which records this clone's commit.")
+
+
+MOVING = {"main", "master", "develop", "dev", "trunk", "gh-pages", "head", "latest", "stable"}
+TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+
+
+def check_launch_ref(ref: str) -> None:
+    """The ref the launch buttons open must be a tag name (or a commit), not a branch."""
+    if not TAG.fullmatch(ref or "") or ref.lower() in MOVING or ref.endswith(".lock"):
+        raise ValueError(f"REF={ref!r} is not a tag name for this publication (e.g. v1.0): a "
+                         "branch moves, so a reader's click would open whatever it holds at "
+                         "that moment.")
+
+
+def _config(config_path=None) -> dict:
+    import yaml
+
+    path = Path(config_path or BOOK_ROOT / "_config.yml")
+    return (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("repository") or {}
 
 
 def repository(config_path=None) -> tuple[str | None, str | None]:
-    """The repository URL and fixed commit set in _config.yml (``repository.url`` and
-    ``repository.branch``, written by `make repository`), or (None, None) when it names none
-    (no URL, or a placeholder such as YOUR-GITHUB-ACCOUNT). A real URL with anything but a
-    full commit hash is an error (ValueError), not a moving branch to install from."""
-    import yaml
-
-    config = yaml.safe_load(Path(config_path or BOOK_ROOT / "_config.yml").read_text(encoding="utf-8"))
-    repo = config.get("repository") or {}
-    url, ref = str(repo.get("url") or "").rstrip("/"), str(repo.get("branch") or "")
+    """The repository URL and the commit the set-up cell installs from, as set in _config.yml
+    (``repository.url`` and ``repository.commit``, written by `make repository`), or
+    (None, None) when it names none (no URL, or a placeholder such as YOUR-GITHUB-ACCOUNT).
+    A real URL with anything but a full commit hash is an error (ValueError), never a moving
+    branch to install from."""
+    repo = _config(config_path)
+    url, commit = str(repo.get("url") or "").rstrip("/"), str(repo.get("commit") or "")
     if is_placeholder(url):
         return None, None
-    check_repository(url, ref)
-    return url, ref
+    check_repository(url, commit)
+    return url, commit
+
+
+def launch_ref(config_path=None) -> str | None:
+    """The tag the launch buttons open (``repository.branch``), or None with no repository."""
+    if repository(config_path)[0] is None:
+        return None
+    ref = str(_config(config_path).get("branch") or "")
+    check_launch_ref(ref)
+    return ref
 
 
 BOOTSTRAP_OFFLINE = """\
@@ -160,24 +188,25 @@ LAUNCHERS = {"binderhub_url": "https://mybinder.org",
              "colab_url": "https://colab.research.google.com"}
 
 
-def resolve_ref(ref: str, git_dir=None) -> str:
-    """A full commit hash for ``ref``: a full hash as it is, a tag of this clone as the commit
-    it points to. A branch, or anything else, is refused (ValueError): it moves."""
+def _git(git_dir, *args) -> str | None:
     import subprocess
 
-    ref = (ref or "").strip()
-    if COMMIT.fullmatch(ref):
-        return ref
-    if ref:
-        proc = subprocess.run(["git", "-C", str(git_dir or BOOK_ROOT), "rev-parse", "--verify",
-                               "--quiet", f"refs/tags/{ref}^{{commit}}"],
-                              capture_output=True, text=True)
-        if proc.returncode == 0 and COMMIT.fullmatch(proc.stdout.strip()):
-            return proc.stdout.strip()
-    raise ValueError(f"REF={ref!r} is neither a tag of this clone nor a full commit hash (40 hex "
-                     "digits). A branch moves: a reader's click would install whatever it "
-                     "holds at that moment. Tag the version you publish (git tag v1.0; "
-                     "git push origin v1.0) and give REF=v1.0.")
+    proc = subprocess.run(["git", "-C", str(git_dir or BOOK_ROOT), *args],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def _install_commit(git_dir) -> str:
+    """This clone's HEAD, whose helper package is the one readers will install: refused if
+    the package's files have changes not committed (they would not be in it)."""
+    head = _git(git_dir, "rev-parse", "--verify", "HEAD")
+    if not head or not COMMIT.fullmatch(head):
+        raise ValueError("this folder is not a git clone with a commit: commit the book first")
+    dirty = _git(git_dir, "status", "--porcelain", "--", "attnbook", "pyproject.toml")
+    if dirty:
+        raise ValueError("the helper package has changes that are not committed (readers would "
+                         "not get them): commit attnbook/ and pyproject.toml first\n" + dirty)
+    return head
 
 
 def _set_keys(text: str, block: str, values: dict) -> str:
@@ -203,30 +232,41 @@ def _set_keys(text: str, block: str, values: dict) -> str:
     return "".join(lines)
 
 
-def set_repository(url: str, ref: str, notebooks, config_path=None, git_dir=None) -> list[str]:
+def set_repository(url: str, ref: str, notebooks, config_path=None, git_dir=None,
+                   commit=None) -> list[str]:
     """Set (or, with an empty ``url``, unset) the book's repository everywhere: _config.yml's
     ``repository`` and launch buttons, and the set-up cell of every notebook given, whose
     source alone changes (its stored output stays: with the book's environment the cell
-    prints nothing either way). Returns what it changed, one line each."""
+    prints nothing either way). ``ref`` is the tag this publication will carry (it must not
+    exist yet: its commit is the one that records it); the set-up cell installs the helper
+    package from ``commit``, by default this clone's HEAD. Returns what it changed."""
     config_path = Path(config_path or BOOK_ROOT / "_config.yml")
     url = (url or "").strip().rstrip("/")
     if url:
-        if url.endswith(".git"):
-            url = url[:-4]
-        commit = resolve_ref(ref, git_dir)
+        url = url[:-4] if url.endswith(".git") else url
+        check_launch_ref(ref)
+        if _git(git_dir, "rev-parse", "--verify", "--quiet", f"refs/heads/{ref}"):
+            raise ValueError(f"REF={ref!r} is a branch of this clone: a branch moves. Give the "
+                             "name of a new tag for this publication, e.g. REF=v1.0.")
+        if _git(git_dir, "rev-parse", "--verify", "--quiet", f"refs/tags/{ref}"):
+            raise ValueError(f"the tag {ref!r} exists already, on a commit that does not name "
+                             "the repository yet: choose a new tag name for this publication")
+        commit = commit or _install_commit(git_dir)
         check_repository(url, commit)
         source = bootstrap_source(url, commit)
     else:
-        commit, source = "", bootstrap_source(None, "")
+        ref = commit = ""
+        source = bootstrap_source(None, "")
     text = config_path.read_text(encoding="utf-8")
-    new = _set_keys(text, "repository", {"url": url, "branch": commit})
+    new = _set_keys(text, "repository", {"url": url, "branch": ref, "commit": commit})
     new = _set_keys(new, "launch_buttons",
                     {k: (v if url else "") for k, v in LAUNCHERS.items()})
     changed = []
     if new != text:
         config_path.write_text(new, encoding="utf-8")
-        changed.append(f"{config_path.name}: repository {url or '(none)'}"
-                       + (f" at commit {commit}" if url else "; launch buttons off"))
+        changed.append(f"{config_path.name}: " + (
+            f"repository {url}; launch buttons open tag {ref}; Colab installs attnbook from "
+            f"commit {commit}" if url else "no repository; launch buttons off"))
     from ._io import _load, _save
 
     for path in notebooks:
