@@ -13,9 +13,10 @@
 #   make student   student copies (solutions removed) into student/, ready to hand out
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
 #   make repository URL=https://github.com/OWNER/NAME REF=v1.0
-#                  publish: the book's repository at one fixed commit (REF: a tag of this
-#                  clone, or a commit hash; never a branch) in _config.yml and in every
-#                  chapter's set-up cell, without re-executing; `make repository URL=` unsets it
+#                  publish: the book's repository in _config.yml and in every chapter's
+#                  set-up cell, without re-executing; the launch buttons open the new tag REF
+#                  (never a branch), Colab installs attnbook from this commit; then commit and
+#                  tag that commit REF. `make repository URL=` unsets it
 #   make clean     remove the built site, slides/ and student/; `make distclean` also .venv
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
@@ -115,8 +116,8 @@ student: $(STAMP)
 figures: $(STAMP)
 	$(BIN)/python -m attnbook.diagrams figures
 
-# The Binder and Colab buttons and every chapter's set-up cell (which installs the helper
-# package in Colab) point at URL at one fixed commit; with no URL, at nothing (see _config.yml).
+# The Binder and Colab buttons open tag REF of URL, and every chapter's set-up cell installs
+# the helper package in Colab from this clone's HEAD commit; with no URL, nothing (_config.yml).
 URL ?=
 REF ?=
 repository: $(STAMP)

@@ -181,13 +181,15 @@ def test_make_repository_sets_the_config_and_every_set_up_cell(tmp_path):
     copies = [book / "chapters" / p.name for p in NOTEBOOKS[:2]]
     for p, c in zip(NOTEBOOKS, copies):
         shutil.copy(p, c)
+    config = book / "_config.yml"
+    setup_cell.set_repository("", "", copies, config)  # as the book ships, whatever this one says
+    shipped = config.read_text(encoding="utf-8")
     _git(book, "init", "-q", "-b", "trunk2")
     _git(book, "add", "-A")
     _git(book, "commit", "-q", "-m", "the book")
     _git(book, "tag", "v0.9")
     head = _git(book, "rev-parse", "HEAD")
     before = [json.loads(c.read_text(encoding="utf-8")) for c in copies]
-    config = book / "_config.yml"
 
     def set_(url, ref):
         return setup_cell.set_repository(url, ref, copies, config, git_dir=book)
@@ -201,7 +203,7 @@ def test_make_repository_sets_the_config_and_every_set_up_cell(tmp_path):
         set_(REAL, "v1.0")
     _git(book, "checkout", "-q", "--", "attnbook")
     assert [json.loads(c.read_text(encoding="utf-8")) for c in copies] == before
-    assert config.read_text(encoding="utf-8") == (ROOT / "_config.yml").read_text(encoding="utf-8")
+    assert config.read_text(encoding="utf-8") == shipped
 
     changed = set_(REAL + ".git", "v1.0")
     assert len(changed) == 3, changed
@@ -223,6 +225,7 @@ def test_make_repository_sets_the_config_and_every_set_up_cell(tmp_path):
     settings = yaml.safe_load(config.read_text(encoding="utf-8"))
     assert settings["repository"]["url"] == "" and not settings["launch_buttons"]["colab_url"]
     assert [json.loads(c.read_text(encoding="utf-8")) for c in copies] == before
+    assert config.read_text(encoding="utf-8") == shipped
 
 
 # --- every built page ---
