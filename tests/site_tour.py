@@ -20,9 +20,9 @@ so every page is loaded once where one load can show everything. The tour:
    with the mouse and presses keys (or clicks the mask's cells), recording the
    numbers after each step; sweeps the control over its whole range; then reaches
    every control with Tab alone (recording whether each shows its focus) and moves it
-   with the keyboard (_keyboard); and, on the way to the phone width, measures and
-   screenshots the figure in a window of 640 x 450, which is what a 1280 x 900 screen
-   shows at browser zoom 200 % (_zoom). On chapter 04
+   with the keyboard (_keyboard); and, after the sideways check, on the way to the
+   phone width, measures and screenshots the figure in a window of 640 x 450, which is
+   what a 1280 x 900 screen shows at browser zoom 200 % (_zoom). On chapter 04
    it also runs core.js's number formatting on many values. Then the built-in search,
    in the same context.
 2. dark mode: chapter 01 once, loaded with the system preference set to dark, in the
