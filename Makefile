@@ -10,7 +10,10 @@
 #   make outputs   re-execute every notebook in place (after an edit); first puts each
 #                  chapter in shape (bootstrap cell, slide metadata: attnbook.nbtools prepare)
 #   make slides    export every chapter as reveal.js slides into slides/
-#   make student   student copies (solutions removed) into student/, ready to hand out
+#   make student   the student kit in student/: chapters without solutions, its own README,
+#                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
+#                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
+#   make student-lab  JupyterLab on student/ (what a student sees)
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
 #   make repository URL=https://github.com/OWNER/NAME REF=v1.0
 #                  publish: the book's repository in _config.yml and in every chapter's
@@ -40,7 +43,7 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs slides student figures clean distclean venv torch repository
+.PHONY: book test lab serve outputs slides student student-lab figures clean distclean venv torch repository
 
 venv: $(STAMP)
 
@@ -108,10 +111,19 @@ slides: $(STAMP)
 	$(BIN)/jupyter nbconvert --to slides --output-dir slides $(NOTEBOOKS)
 	@echo "Slides in slides/ (open a .slides.html in a browser; reveal.js and MathJax come from CDNs)"
 
+CHAPTERS ?=
+KEY ?=
+KIT_NOTEBOOKS := $(if $(CHAPTERS),$(sort $(foreach c,$(CHAPTERS),$(wildcard chapters/$(c)*.ipynb))),$(NOTEBOOKS))
+
 student: $(STAMP)
+	@test -n "$(KIT_NOTEBOOKS)" || { echo "No chapter matches CHAPTERS=$(CHAPTERS)"; exit 1; }
 	rm -rf student
-	$(BIN)/python -m attnbook.nbtools student student $(NOTEBOOKS)
-	@echo "Student copies in student/: hand out the whole folder (notebooks, figures/, attnbook/)"
+	$(BIN)/python -m attnbook.nbtools student student $(if $(KEY),--key,) $(KIT_NOTEBOOKS)
+	@echo "The student kit is in student/: copy the whole folder; on each machine run make lab in it"
+
+student-lab: $(STAMP)
+	@test -f student/README.md || { echo "No student kit: run 'make student' first."; exit 1; }
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR)/student
 
 figures: $(STAMP)
 	$(BIN)/python -m attnbook.diagrams figures

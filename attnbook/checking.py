@@ -63,12 +63,17 @@ class Mistake:
     case (a checker's ``mistakes`` given as a function of the case), use
     :meth:`result` instead. ``rows`` limits the comparison to some rows of the
     failing part (a wrong answer that differs only where the learner's may).
+    ``parts`` (the wrong answer's parts, as the checker's ``call`` reports
+    them) or ``raises`` (an exception type and message) hold a wrong answer
+    computed in advance, as a student kit's checkers carry them.
     """
 
     hint: str
     fn: Callable | None = None
     rows: Any = None
     value: Any = None
+    parts: dict | None = None
+    raises: tuple | None = None
 
     @classmethod
     def result(cls, hint: str, value, rows=None) -> "Mistake":
@@ -76,8 +81,21 @@ class Mistake:
         return cls(hint, None, rows, value)
 
     def compute(self, call, case):
+        if self.raises is not None:
+            kind, message = self.raises
+            raise kind(message)
+        if self.parts is not None:
+            return self.parts
         fn = self.fn if self.fn is not None else (lambda *a, **k: self.value)
         return call(fn, case)
+
+    def computed(self, call, case) -> "Mistake":
+        """The same mistake with its parts (or its exception) on ``case`` computed now."""
+        try:
+            parts = _quiet(self.compute, call, case)
+        except Exception as exc:
+            return Mistake(self.hint, rows=self.rows, raises=(type(exc), str(exc)))
+        return Mistake(self.hint, rows=self.rows, parts=parts)
 
 
 class BadResult(Exception):
@@ -150,11 +168,11 @@ def _fmt(value, linewidth: int = WIDTH - 4) -> str:
     return "\n".join(textwrap.fill(line, linewidth) for line in text.splitlines())
 
 
-def _show(expected, got) -> None:
+def _show(expected, got, got_label="your function returned:") -> None:
     """Print the expected and the returned values side by side, or one above the other."""
     half = (WIDTH - 8) // 2
     left = ["expected:"] + _fmt(expected, half).splitlines()
-    right = ["your function returned:"] + _fmt(got, half).splitlines()
+    right = [got_label] + _fmt(got, half).splitlines()
     if max(map(len, left)) <= half and max(map(len, right)) <= half:
         rows = max(len(left), len(right))
         left += [""] * (rows - len(left))
@@ -164,7 +182,7 @@ def _show(expected, got) -> None:
         return
     for line in ["expected:"] + _fmt(expected).splitlines():
         print(f"    {line}".rstrip())
-    for line in ["your function returned:"] + _fmt(got).splitlines():
+    for line in [got_label] + _fmt(got).splitlines():
         print(f"    {line}".rstrip())
 
 
@@ -379,22 +397,27 @@ def _raise_hints(mistakes, call, case, exc):
     return found
 
 
-def batch_rule(hint: str | None = None) -> Callable:
+class batch_rule:
     """A rule for :func:`run_cases`: right on every case without a batch axis,
     wrong on one with a batch axis: usually ``.T`` on a 3-D array."""
-    hint = hint or (
-        "right for one sequence, wrong for a batch: .T (or np.transpose "
-        "without axes) reverses every axis of a (B, N, d) array. Use "
-        "np.swapaxes(a, -2, -1) (or a.swapaxes(-2, -1)) to swap only the last two.")
 
-    def rule(fn, call, cases, index, rtol, atol, want_bool):
-        def batched(case):
-            return any(np.ndim(a) > 2 for a in case.args
-                       if isinstance(a, np.ndarray) and a.dtype != bool)
-        if not batched(cases[index]):
+    HINT = ("right for one sequence, wrong for a batch: .T (or np.transpose "
+            "without axes) reverses every axis of a (B, N, d) array. Use "
+            "np.swapaxes(a, -2, -1) (or a.swapaxes(-2, -1)) to swap only the last two.")
+
+    def __init__(self, hint: str | None = None):
+        self.hint = hint or self.HINT
+
+    @staticmethod
+    def _batched(case):
+        return any(np.ndim(a) > 2 for a in case.args
+                   if isinstance(a, np.ndarray) and a.dtype != bool)
+
+    def __call__(self, fn, call, cases, index, rtol, atol, want_bool):
+        if not self._batched(cases[index]):
             return None
         for case in cases:
-            if batched(case):
+            if self._batched(case):
                 continue
             try:
                 parts = _quiet(call, fn, case)
@@ -402,8 +425,7 @@ def batch_rule(hint: str | None = None) -> Callable:
                 return None
             if _problems(case, parts, rtol, atol, want_bool):
                 return None
-        return hint
-    return rule
+        return self.hint
 
 
 def _later_hints(fn, call, cases, first, mistakes, rtol, atol, want_bool) -> list:
@@ -438,6 +460,21 @@ def _report(name, i, n, label):
     _say(f"{name}: case {i}/{n} FAILED: {label}", 0, 4)
 
 
+class _Pick:
+    def __init__(self, pick):
+        self.pick = pick
+
+    def __call__(self, f, case):
+        return {"output": self.pick(f(*_copy_args(case.args), **case.kwargs))}
+
+
+def adapter(call=None, pick=None) -> Callable:
+    """How :func:`run_cases` calls a function: ``call``, or through ``pick``, or plainly."""
+    if pick is not None:
+        return _Pick(pick)
+    return call if call is not None else _call_numpy
+
+
 def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-9,
               pick: Callable | None = None, mistakes=(), want_bool=False,
               call: Callable | None = None, rules=(), on_error: Callable | None = None,
@@ -458,12 +495,7 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
     function raised. ``want_bool`` asks for a boolean result (a mask).
     ``passed`` replaces the line printed on a pass.
     """
-    if call is None:
-        call = _call_numpy
-    if pick is not None:
-        def call(f, case):
-            return {"output": pick(f(*_copy_args(case.args), **case.kwargs))}
-
+    call = adapter(call, pick)
     for i, case in enumerate(cases, 1):
         try:
             parts = _quiet(call, fn, case)
@@ -476,7 +508,10 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
             return Verdict(False, name)
         except Exception as exc:  # the learner's bug, reported rather than raised
             _report(name, i, len(cases), case.label)
-            _say(f"your function raised {type(exc).__name__}: {exc}", 4, 4)
+            # one paragraph: the message's own line breaks would cut the wrapped
+            # report into pieces that read like unfinished sentences
+            _say(f"your function raised {type(exc).__name__}: "
+                 f"{' '.join(str(exc).split())}", 4, 4)
             hints = _raise_hints(mistakes, call, case, exc)
             if not hints and on_error is not None:
                 try:
@@ -505,7 +540,10 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
         expected, what = _expected_parts(case)[part]
         if part not in ("output", "weights"):
             print(f"    {part}:")
-        _show(expected, parts.get(part))
+        # a case's extra parts (the PyTorch checker's gradients) are computed
+        # by the checker from what the function returned, not returned by it
+        _show(expected, parts.get(part), "from your output, by autograd:"
+              if part in case.extra else "your function returned:")
         return Verdict(False, name)
     print(passed or f"{name}: all {len(cases)} cases passed.")
     return Verdict(True, name)

@@ -144,3 +144,11 @@ def test_live_figures_are_found_in_the_notebooks():
             assert cls is not None, f"{path.name}: a live figure of unknown class"
             shown.setdefault(cls, path.stem)
     assert set(shown) == set(live.FIGURES), shown
+
+
+def test_every_checker_says_which_answer_key_functions_its_exercise_asks_for():
+    """The student kit seals these (attnbook.nbtools.kit): a new checker must say."""
+    checkers = [n for n in check.__all__ if n.startswith("check_")]
+    assert set(checkers) == set(check.ANSWER_KEY), set(checkers) ^ set(check.ANSWER_KEY)
+    for names in check.ANSWER_KEY.values():
+        assert all(callable(getattr(reference, n)) for n in names), names

@@ -62,8 +62,38 @@ HINT_SUM_ALL = ("divided by the sum of the whole array; each row is divided "
 HINT_MIX_BATCH = ("the sequences of the batch are mixed: each token attended "
                   "to the tokens of every sequence. Keep the batch axis: "
                   "use k.swapaxes(-2, -1), not a reshape to (B*N, D)")
+HINT_BATCH_SIZE = ("the scores are scaled by the square root of the batch size "
+                   "(shape[0] of a batch); dk is the last axis, shape[-1]")
+HINT_TRANSPOSE_021 = ("k.transpose(0, 2, 1) needs exactly 3 axes, so it fails on an "
+                      "unbatched (N, dk) input; k.swapaxes(-2, -1) works for both")
+HINT_NP_DOT = ("np.dot does not treat the first axis as a batch: on 3-D arrays it "
+               "pairs every sequence with every other, (B, N, dk) with (B, dk, N) "
+               "giving (B, N, B, N). Use @ (np.matmul), which keeps the batch axis")
 HINT_POLARITY = ("inverted polarity: True must mean 'may attend' (the book's "
                  "convention); you marked the hidden positions True")
+
+
+def _batch_size(a):
+    """shape[0] of a batch; an unbatched (N, d) array has no batch size."""
+    if np.ndim(a) < 3:
+        raise ValueError("no batch axis")
+    return a.shape[0]
+
+
+def _batch_axis_mistakes(project):
+    """The batch-axis mistakes of an attention whose ``project(*args)`` gives
+    (q, k, v), that are not ``.T`` (``batch_rule`` names that one):
+    ``transpose(0, 2, 1)``, which fails without a batch axis, and np.dot."""
+    def with_scores(scores):
+        def f(*args):
+            q, k, v = project(*args)
+            return _sm(scores(q, k) / np.sqrt(k.shape[-1])) @ v
+        return f
+
+    return [
+        Mistake(HINT_TRANSPOSE_021, with_scores(lambda q, k: q @ k.transpose(0, 2, 1))),
+        Mistake(HINT_NP_DOT, with_scores(lambda q, k: np.dot(q, np.swapaxes(k, -2, -1)))),
+    ]
 
 
 def _scale_mistakes(fn_of_scale, dv=True, width_d=None, batched=True):
@@ -77,6 +107,8 @@ def _scale_mistakes(fn_of_scale, dv=True, width_d=None, batched=True):
     ]
     if batched:  # k.shape[1] is N for a batch (B, N, HS); for (N, dk) it is right
         out.append(Mistake(HINT_TOKENS, fn_of_scale(lambda q, k, v: np.sqrt(k.shape[1]))))
+        out.append(Mistake(HINT_BATCH_SIZE,
+                           fn_of_scale(lambda q, k, v: np.sqrt(_batch_size(k)))))
     if dv:
         out.append(Mistake(HINT_DV, fn_of_scale(lambda q, k, v: np.sqrt(v.shape[-1]))))
     if width_d is not None:

@@ -16,7 +16,8 @@ import numpy as np
 from .. import reference as ref
 from ..checking import BadResult, Case, Mistake, Verdict, _same, batch_rule, run_cases
 
-__all__ = ["check_attention_backward", "check_cross_entropy"]
+__all__ = ["check_attention_backward", "check_cross_entropy",
+           "check_self_attention_backward"]
 
 
 # --- the gradient of attention (chapter 11) ---
@@ -32,16 +33,19 @@ def attention_backward_cases() -> list[Case]:
     cases = [
         ("3 queries, 3 keys, dk = dv = 2 (a square score matrix)",
          args((3, 2), (3, 2), (3, 2), (3, 2))),
-        ("2 queries, 5 keys, dk = 4, dv = 3 (Nq != Nk, dk != dv)",
-         args((2, 4), (5, 4), (5, 3), (2, 3))),
-        ("a batch of 2: q (2, 3, 4), k (2, 6, 4), v (2, 6, 2)",
-         args((2, 3, 4), (2, 6, 4), (2, 6, 2), (2, 3, 2))),
+        ("2 queries, 4 keys, dk = 5, dv = 3 (Nq != Nk, dk != dv)",
+         args((2, 5), (4, 5), (4, 3), (2, 3))),
+        ("a batch of 3: q (3, 2, 6), k (3, 4, 6), v (3, 4, 5)",
+         args((3, 2, 6), (3, 4, 6), (3, 4, 5), (3, 2, 5))),
         ("one key: its weight is 1 whatever the scores, so dq = dk = 0",
          args((4, 3), (1, 3), (1, 2), (4, 2))),
         ("large scores (q and k times 4): sharp weights, dk = 16",
-         tuple(a * f for a, f in zip(args((3, 16), (4, 16), (4, 2), (3, 2)),
+         tuple(a * f for a, f in zip(args((3, 16), (5, 16), (5, 2), (3, 2)),
                                      (4, 4, 1, 1)))),
     ]
+    # Sizes chosen so that no two mistakes give the same numbers: no B, Nq
+    # or Nk equals dk or sqrt(dk), and in the batch q.shape[1] (Nq) differs
+    # from q.shape[-1] (dk). tests/test_check_learn.py checks both.
     return [Case(label, a, dict(zip(_GRADS, ref.attention_backward(*a))))
             for label, a in cases]
 
@@ -87,6 +91,22 @@ def _wrong_backward_forms(q, k, v, d_out):
          lambda: through(ds, 1.0)),
         ("dq and dk are divided by dk instead of sqrt(dk).",
          lambda: through(ds, 1.0 / d)),
+        ("the scale is taken from q.shape[0]: for one sequence (Nq, dk) "
+         "that is Nq, for a batch B. Use q.shape[-1], the last axis: dk.",
+         lambda: _backward_with_scales(q, k, v, d_out,
+                                       1 / np.sqrt(q.shape[0]),
+                                       1 / np.sqrt(q.shape[0]))),
+        ("the scale is taken from q.shape[1]: for a batch (B, Nq, dk) that "
+         "is Nq. Use q.shape[-1], the last axis, which is dk with or "
+         "without a batch.",
+         lambda: _backward_with_scales(q, k, v, d_out,
+                                       1 / np.sqrt(q.shape[1]),
+                                       1 / np.sqrt(q.shape[1]))),
+        ("the gradients are divided by the batch size: nothing in one "
+         "attention call averages over the batch (if the loss is a mean, "
+         "d_out already carries that factor), so dq, dk and dv are sums of "
+         "contributions, not means.",
+         lambda: _per_batch(right, q)),
         ("the scale uses dv, the width of v: it is 1/sqrt(dk), with dk = "
          "q.shape[-1], the width of the queries and keys.",
          lambda: _backward_with_scales(q, k, v, d_out,
@@ -120,6 +140,13 @@ def _wrong_backward_forms(q, k, v, d_out):
         except ValueError:  # the wrong form is not even defined here
             continue
     return out
+
+
+def _per_batch(grads, q):
+    """The gradients divided by the batch size; not defined without a batch."""
+    if q.ndim < 3:
+        raise ValueError("no batch axis")
+    return tuple(g / q.shape[0] for g in grads)
 
 
 def _backward_with_scales(q, k, v, d_out, forward_scale, backward_scale):
@@ -181,6 +208,9 @@ def check_attention_backward(fn: Callable) -> Verdict:
 
 # --- cross-entropy (chapter 12) ---
 
+FAR_BELOW = 798.0  # exp(-798) is 0 in float64, so -log(p) would be inf
+
+
 def cross_entropy_cases() -> list[Case]:
     rng = np.random.default_rng(17)
     logits2 = rng.normal(size=(4, 5))
@@ -195,6 +225,10 @@ def cross_entropy_cases() -> list[Case]:
          "row maximum", (big, np.array([1, 2]))),
         ("one position, three classes", (np.array([[0.5, -1.0, 2.0]]),
                                          np.array([2]))),
+        (f"a target's logit {FAR_BELOW:g} below its row's maximum: its p "
+         "underflows to 0", (np.array([[2.0, 2.0 + FAR_BELOW, -1.0],
+                                       [0.3, -0.2, 1.1]]),
+                             np.array([0, 2]))),
     ]
     return [Case(label, a, dict(zip(("loss", "d_logits"), ref.cross_entropy(*a))))
             for label, a in cases]
@@ -249,6 +283,29 @@ def _call_cross_entropy(fn, case):
     return dict(zip(("loss", "d_logits"), result))
 
 
+_LOG_OF_P = (
+    "the loss is wrong only where a target's logit is far below its row's "
+    f"maximum ({FAR_BELOW:g} below): the softmax's p underflows to 0 there, and "
+    "-log(0) is inf (adding a small eps to p hides the inf but gives a wrong "
+    "number). Take the log before the exponential: log p = z - max - "
+    "log(sum(exp(z - max))), then pick the target's entry.")
+
+
+def _log_of_p_rule(fn, call, cases, index, rtol, atol, want_bool):
+    """The loss right everywhere except where p underflows: -log(softmax)."""
+    if "underflows" not in cases[index].label:
+        return None
+    for i, case in enumerate(cases):
+        try:
+            loss = call(fn, case)["loss"]
+        except Exception:
+            return None
+        right = _same(loss, case.expected["loss"], rtol, atol)
+        if right == (i == index):
+            return None
+    return _LOG_OF_P
+
+
 def check_cross_entropy(fn: Callable) -> Verdict:
     """Check a learner's ``cross_entropy(logits, targets)`` returning
     ``(loss, d_logits)``: the mean cross-entropy over every position and its
@@ -258,5 +315,115 @@ def check_cross_entropy(fn: Callable) -> Verdict:
         fn, cases, "check_cross_entropy", call=_call_cross_entropy,
         mistakes=lambda case: [Mistake.result(hint, wrong)
                                for hint, wrong in _wrong_cross_entropy_forms(*case.args)],
+        rules=[_log_of_p_rule],
         passed=("check_cross_entropy: the loss and its gradient right in all "
                 f"{len(cases)} cases."))
+
+
+# --- self-attention's backward pass (chapter 11, third exercise) ---
+
+_SELF_GRADS = ("dx", "dw_q", "dw_k", "dw_v")
+
+
+def self_attention_backward_cases() -> list[Case]:
+    rng = np.random.default_rng(18)
+
+    def args(x_shape, d_k, d_v):
+        d_model = x_shape[-1]
+        x = rng.normal(size=x_shape)
+        w = [rng.normal(size=(d_model, n)) / np.sqrt(d_model)
+             for n in (d_k, d_k, d_v)]
+        return (x, *w, rng.normal(size=x_shape[:-1] + (d_v,)))
+
+    cases = [
+        ("x (3, 5), w_q and w_k (5, 2), w_v (5, 3)", args((3, 5), 2, 3)),
+        ("two tokens: x (2, 6), dk = 4, dv = 1", args((2, 6), 4, 1)),
+        ("a batch of 4 sequences: x (4, 3, 5), the weights shared",
+         args((4, 3, 5), 2, 3)),
+    ]
+    # No size equals another (N, D, dk, dv, B), so that W for W^T, dW^T for
+    # dW and x.T on a batch fail with a shape, not pass by accident.
+    return [Case(label, a, dict(zip(_SELF_GRADS,
+                                    ref.self_attention_backward(*a))))
+            for label, a in cases]
+
+
+def _self_backward_variant(kind):
+    """A learner's self-attention backward pass with one mistake (the tests
+    and the hints use the same functions)."""
+    def fn(x, w_q, w_k, w_v, d_out):
+        dq, dk, dv = ref.attention_backward(x @ w_q, x @ w_k, x @ w_v, d_out)
+        if kind == "no scale":
+            dq, dk = dq * np.sqrt(w_q.shape[1]), dk * np.sqrt(w_q.shape[1])
+        w_back = {"q": w_q.T, "k": w_k.T, "v": w_v.T}
+        if kind == "w not transposed":
+            w_back = {"q": w_q, "k": w_k, "v": w_v}
+        paths = {"q": dq @ w_back["q"], "k": dk @ w_back["k"],
+                 "v": dv @ w_back["v"]}
+        keep = {"no V path": "qk", "no K path": "qv", "no Q path": "kv",
+                "Q path only": "q"}.get(kind, "qkv")
+        dx = sum(paths[p] for p in keep)
+        grads = (dq, dk, dv)
+        if kind == "not summed over the batch":
+            dws = tuple(np.swapaxes(x, -2, -1) @ g for g in grads)
+        elif kind == ".T on a batch":
+            dws = tuple(x.T @ g for g in grads)
+        elif kind == "dW transposed":
+            flat = x.reshape(-1, x.shape[-1])
+            dws = tuple(g.reshape(-1, g.shape[-1]).T @ flat for g in grads)
+        else:
+            flat = x.reshape(-1, x.shape[-1])
+            dws = tuple(flat.T @ g.reshape(-1, g.shape[-1]) for g in grads)
+        return (dx, *dws)
+    return fn
+
+
+_PATHS = "x is used three times, so dx = dQ w_q^T + dK w_k^T + dV w_v^T"
+
+SELF_BACKWARD_MISTAKES = [
+    Mistake(f"dx misses the path through V: {_PATHS}.",
+            _self_backward_variant("no V path")),
+    Mistake(f"dx misses the path through K: {_PATHS}.",
+            _self_backward_variant("no K path")),
+    Mistake(f"dx misses the path through Q: {_PATHS}.",
+            _self_backward_variant("no Q path")),
+    Mistake(f"dx has only the path through Q: {_PATHS}.",
+            _self_backward_variant("Q path only")),
+    Mistake("dq and dk are missing the 1/sqrt(dk) of the scores: it comes "
+            "back in the backward pass (chapter 11, section 5).",
+            _self_backward_variant("no scale")),
+    Mistake("the gradient goes back through w, not its transpose: Q = x w_q "
+            "gives dx = dQ w_q^T, (N, dk) @ (dk, D).",
+            _self_backward_variant("w not transposed")),
+    Mistake("dW is not summed over the batch: one w_q serves every sequence, "
+            "so its gradient adds up over all of them; stack the batch's "
+            "tokens (reshape to (B * N, D)) and take x^T dQ once.",
+            _self_backward_variant("not summed over the batch")),
+    Mistake(".T reverses every axis of a batch (B, N, D): use swapaxes(-2, "
+            "-1), or reshape x and dQ to (B * N, width) first.",
+            _self_backward_variant(".T on a batch")),
+    Mistake("dW is transposed: Q = x w_q gives dw_q = x^T dQ, of w_q's shape "
+            "(D, dk), not dQ^T x.", _self_backward_variant("dW transposed")),
+]
+
+
+def _call_self_backward(fn, case):
+    result = fn(*(np.array(a, copy=True) for a in case.args))
+    if not (isinstance(result, (tuple, list)) and len(result) == 4):
+        raise BadResult("return a tuple (dx, dw_q, dw_k, dw_v) of four arrays; "
+                        f"got {type(result).__name__}"
+                        + (f" of length {len(result)}"
+                           if isinstance(result, (tuple, list)) else ""))
+    return dict(zip(_SELF_GRADS, result))
+
+
+def check_self_attention_backward(fn: Callable) -> Verdict:
+    """Check a learner's ``self_attention_backward(x, w_q, w_k, w_v, d_out)``
+    returning ``(dx, dw_q, dw_k, dw_v)``: one head of self-attention with
+    Q = x w_q, K = x w_k, V = x w_v, for one sequence (N, D) or a batch."""
+    cases = self_attention_backward_cases()
+    return run_cases(
+        fn, cases, "check_self_attention_backward", call=_call_self_backward,
+        mistakes=SELF_BACKWARD_MISTAKES,
+        passed=("check_self_attention_backward: dx, dw_q, dw_k and dw_v right "
+                f"in all {len(cases)} cases."))

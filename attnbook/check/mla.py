@@ -9,7 +9,8 @@ from typing import Callable
 
 import numpy as np
 
-from ..checking import Case, Mistake, Verdict, run_cases
+from ..checking import Case, Mistake, Verdict, _copy_args, run_cases
+from ._memory import MemoryCase, within_memory
 
 __all__ = ["absorbed_scores_cases", "check_absorbed_scores"]
 
@@ -79,7 +80,25 @@ def _first(result):
     return result
 
 
+def _rebuild_report(h, n, t, dn):
+    def report(peak):
+        return (f"your function held {peak / 2**20:.1f} MiB at once, while "
+                f"rebuilding one head's keys from the latents (c_kv @ W_uk) "
+                f"takes {t * dn * 8 / 2**20:.1f} MiB, all {h} heads' "
+                f"{h * t * dn * 8 / 2**20:.0f} MiB, and the absorbed scores "
+                f"{h * n * t * 8 / 2**20:.2f} MiB.\n"
+                "hint: this is the naive form: it rebuilds the keys. Absorb "
+                "W_uk into the query instead, q_nope @ W_uk^T (r_kv numbers "
+                "per query and head), and score that against c_kv directly.")
+    return report
+
+
 def absorbed_scores_cases() -> list[Case]:
+    """Four cases of values, then one that also measures memory: decoding
+    with 16 heads against 2048 cached latents, where d_nope = 256 is much
+    wider than r_kv = 8, so that rebuilding even one head's keys (the naive
+    form, which gives the same numbers) holds far more than the absorbed
+    form needs."""
     rng = np.random.default_rng(14)
     cases = []
     for label, n, t, dn, dr, r, lead in [
@@ -91,20 +110,34 @@ def absorbed_scores_cases() -> list[Case]:
          ()),
         ("4 heads at once: q_nope (4, 3, 6), W_uk (4, 8, 6), a shared "
          "cache", 3, 5, 6, 4, 8, (4,)),
+        ("absorbed, not rebuilt: 16 heads, 1 query against 2048 cached "
+         "latents, d_nope 256, r_kv 8 (the memory your function holds is "
+         "measured)", 1, 2048, 256, 4, 8, (16,)),
     ]:
         args = (rng.normal(size=(*lead, n, dn)), rng.normal(size=(*lead, n, dr)),
                 rng.normal(size=(t, r)), rng.normal(size=(t, dr)),
                 rng.normal(size=(*lead, r, dn)))
-        cases.append(Case(label, args, _right(*args)))
+        if t < 1000:
+            cases.append(Case(label, args, _right(*args)))
+        else:  # one head's rebuilt keys, (t, dn), is the limit
+            cases.append(MemoryCase(label, args, _right(*args), limit=t * dn * 8,
+                                    report=_rebuild_report(lead[0], n, t, dn)))
     return cases
+
+
+def _call_first(fn, case):
+    return {"output": _first(fn(*_copy_args(case.args), **case.kwargs))}
 
 
 def check_absorbed_scores(fn: Callable) -> Verdict:
     """Check ``fn(q_nope, q_rope, c_kv, k_rope, w_uk)``: the scaled scores of
     absorbed MLA, ``((q_nope W_uk^T) c_kv^T + q_rope k_rope^T) /
     sqrt(d_nope + d_rope)``, shape (..., N, T). A tuple ``(scores, ...)``
-    is accepted too (its first element is checked)."""
-    return run_cases(fn, absorbed_scores_cases(), "check_absorbed_scores", pick=_first,
+    is accepted too (its first element is checked). The last case also
+    measures the memory the function holds: the naive form, which rebuilds
+    the keys, gives the same numbers."""
+    return run_cases(fn, absorbed_scores_cases(), "check_absorbed_scores",
+                     call=within_memory(_call_first),
                      mistakes=lambda case: [Mistake.result(hint, value)
                                             for hint, value in _wrong_forms(*case.args)],
                      on_error=_head_axis_error)

@@ -36,6 +36,14 @@ def _mha_list(x, W_qs, W_ks, W_vs, W_o, mask=None, *, scale=None, axis=-1, inver
         y = np.concatenate(outs, axis=-1)
     elif combine == "average":
         y = sum(o @ W_o[:hs] for o in outs) / len(outs)
+    elif combine == "rows_h":  # head h's rows taken from h, not h * HS
+        y = sum(o @ W_o[h:h + hs] for h, o in enumerate(outs))
+    elif combine == "first_rows":  # every head times the first HS rows
+        y = sum(o @ W_o[:hs] for o in outs)
+    elif combine == "columns":  # W_o sliced by columns
+        y = sum(o @ W_o[:, h * hs:(h + 1) * hs] for h, o in enumerate(outs))
+    elif combine == "tokens":  # heads joined along the tokens
+        y = np.concatenate(outs, axis=-2) @ W_o
     elif combine == "d_over_nh":  # HS taken as D // NH to slice W_o
         step = x.shape[-1] // len(W_qs)
         y = sum(o @ W_o[h * step:(h + 1) * step] for h, o in enumerate(outs))
@@ -78,6 +86,29 @@ def multihead_list_cases() -> list[Case]:
     return out
 
 
+HINT_POLARITY_RAISED = (
+    "a query had every key hidden, yet this case's mask leaves every query "
+    "some key: is the mask inverted? True must mean 'may attend' (the "
+    "book's convention)")
+HINT_WO_SHAPE = (
+    "the product with W_o does not fit. W_o is (NH * HS, D): it takes the "
+    "heads joined side by side on the last axis, (B, N, NH * HS), or one "
+    "head's output (B, N, HS) times its HS rows, W_o[h*HS:(h+1)*HS]. Slicing "
+    "W_o's columns, or joining the heads along the tokens (axis 1), does not "
+    "fit")
+
+
+def _inverted_mask_error(exc, case):
+    """The hint for a fully masked row (the answer key's error) on a case whose
+    mask has none: the learner's code inverted the mask."""
+    mask = case.kwargs.get("mask")
+    text = str(exc)
+    if (mask is not None and np.asarray(mask).any(axis=-1).all()
+            and ("every key masked" in text or "entirely -inf" in text)):
+        return HINT_POLARITY_RAISED
+    return None
+
+
 def _multihead_mistakes():
     def mh(**kw):
         return lambda x, W_qs, W_ks, W_vs, W_o, mask=None: _mha_list(
@@ -95,6 +126,12 @@ def _multihead_mistakes():
                     x, W_qs, W_ks, W_vs, W_o)),
         Mistake(HINT_POLARITY, mh(invert=True)),
         Mistake(HINT_AXIS, mh(axis=-2)),
+        Mistake("head h's rows of W_o start at h * HS, not at h: "
+                "W_o[h*HS:(h+1)*HS]", mh(combine="rows_h")),
+        Mistake("every head is multiplied by the first HS rows of W_o; head "
+                "h's rows are W_o[h*HS:(h+1)*HS]", mh(combine="first_rows")),
+        Mistake(HINT_WO_SHAPE, mh(combine="columns")),
+        Mistake(HINT_WO_SHAPE, mh(combine="tokens")),
         Mistake("the heads are averaged; multi-head attention concatenates "
                 "them and multiplies by W_o", mh(combine="average")),
         Mistake("W_o is not applied: multiply the concatenated heads by W_o",
@@ -109,7 +146,7 @@ def check_multihead_list(fn: Callable) -> Verdict:
     per-head (D, HS) matrices and the output projection W_o (NH * HS, D); x is (B, N, D).
     It may return the output or an ``(output, weights)`` tuple, weights (B, NH, N, N)."""
     return run_cases(fn, multihead_list_cases(), "check_multihead_list",
-                     mistakes=_multihead_mistakes())
+                     mistakes=_multihead_mistakes(), on_error=_inverted_mask_error)
 
 
 def split_heads_cases() -> list[Case]:
@@ -154,6 +191,15 @@ HINT_SPLIT_INTERLEAVED = (
     "head h got the columns h, h + NH, h + 2 NH, ... (a reshape to "
     "(B, N, HS, NH)); head h holds the block of columns h*HS:(h+1)*HS, so "
     "reshape to (B, N, NH, HS)")
+HINT_SPLIT_T = (
+    ".T reverses every axis: x.reshape(B, N, NH, HS).T is (HS, NH, N, B). "
+    "Swap only axes 1 and 2: .transpose(0, 2, 1, 3) or .swapaxes(1, 2)")
+HINT_MERGE_T = (
+    ".T reverses every axis: (B, NH, N, HS).T is (HS, N, NH, B). Swap only "
+    "axes 1 and 2, .transpose(0, 2, 1, 3), then reshape to (B, N, NH * HS)")
+HINT_TRANSPOSE_3 = (
+    "transpose(0, 2, 1) lists 3 axes for a 4-D array: give all four, "
+    ".transpose(0, 2, 1, 3), or use .swapaxes(1, 2)")
 HINT_MERGE_NO_T = (
     "your result is the heads reshaped straight to (B, N, NH * HS), without "
     "the transpose. A token's row then holds several tokens' outputs from one "
@@ -179,8 +225,17 @@ def check_split_heads(fn: Callable) -> Verdict:
         b, n, d = x.shape
         return x.reshape(b, n, d // nh, nh).transpose(0, 3, 1, 2)
 
+    def dot_t(x, nh):
+        b, n, d = x.shape
+        return x.reshape(b, n, nh, d // nh).T
+
+    def three_axes(x, nh):
+        b, n, d = x.shape
+        return x.reshape(b, n, nh, d // nh).transpose(0, 2, 1)
+
     mistakes = [Mistake(HINT_SPLIT_NO_T, no_t), Mistake(HINT_SPLIT_NO_SWAP, no_swap),
-                Mistake(HINT_SPLIT_INTERLEAVED, interleaved)]
+                Mistake(HINT_SPLIT_INTERLEAVED, interleaved), Mistake(HINT_SPLIT_T, dot_t),
+                Mistake(HINT_TRANSPOSE_3, three_axes)]
     return run_cases(fn, split_heads_cases(), "check_split_heads", mistakes=mistakes)
 
 
@@ -194,5 +249,14 @@ def check_merge_heads(fn: Callable) -> Verdict:
         b, nh, n, hs = h.shape
         return h.transpose(0, 2, 3, 1).reshape(b, n, nh * hs)
 
-    mistakes = [Mistake(HINT_MERGE_NO_T, no_t), Mistake(HINT_MERGE_INTERLEAVED, interleaved)]
+    def dot_t(h):
+        b, nh, n, hs = h.shape
+        return h.T.reshape(b, n, nh * hs)
+
+    def three_axes(h):
+        b, nh, n, hs = h.shape
+        return h.transpose(0, 2, 1).reshape(b, n, nh * hs)
+
+    mistakes = [Mistake(HINT_MERGE_NO_T, no_t), Mistake(HINT_MERGE_INTERLEAVED, interleaved),
+                Mistake(HINT_MERGE_T, dot_t), Mistake(HINT_TRANSPOSE_3, three_axes)]
     return run_cases(fn, merge_heads_cases(), "check_merge_heads", mistakes=mistakes)

@@ -7,18 +7,19 @@ from typing import Callable
 import numpy as np
 
 from .. import reference as ref
-from ..checking import Case, Mistake, Verdict, run_cases
+from ..checking import Case, Mistake, Verdict, _same, run_cases
 
 __all__ = ["rope_cases", "check_rope"]
 
 
 def _rope_variant(x, positions, base=10000.0, *, interleaved=False,
                   exponent=2, offset=0, sign=1.0, arange=False,
-                  repeat_angles=False):
+                  repeat_angles=False, consecutive=False):
     """RoPE with one knob turned: the wrong answers the checker recognises.
 
-    arange: positions 0..N-1 whatever was passed; repeat_angles: the angle
-    table laid out (t0, t0, t1, t1, ...) while the halves are rotated."""
+    arange: positions 0..N-1 whatever was passed; consecutive: positions[0]
+    + 0..N-1, as if positions were always consecutive; repeat_angles: the
+    angle table laid out (t0, t0, t1, t1, ...) while the halves are rotated."""
     x = np.asarray(x, dtype=float)
     d = x.shape[-1]
     i = np.arange(d // 2)
@@ -26,6 +27,8 @@ def _rope_variant(x, positions, base=10000.0, *, interleaved=False,
     pos = np.asarray(positions, dtype=float)
     if arange:
         pos = np.arange(x.shape[-2], dtype=float)
+    if consecutive:
+        pos = pos.reshape(-1)[0] + np.arange(x.shape[-2], dtype=float)
     ang = (pos + offset)[..., None] * theta
     cos, sin = np.cos(ang), sign * np.sin(ang)
     if repeat_angles:  # rotate_half with np.repeat(ang, 2) instead of [ang, ang]
@@ -60,6 +63,10 @@ def rope_cases() -> list[Case]:
          (x, np.arange(5)), {"base": 500000.0}),
         ("position 0 only: RoPE is the identity",
          (x[:1], np.array([0])), {}),
+        ("positions that skip: [2, 3, 5, 8, 9] (packed sequences, padding)",
+         (x, np.array([2, 3, 5, 8, 9])), {}),
+        ("positions as a Python list: [4, 5, 6, 7, 8]",
+         (x, [4, 5, 6, 7, 8]), {}),
     ]:
         out.append(Case(label, args, ref.rope(*args, **kwargs), kwargs))
     return out
@@ -90,6 +97,10 @@ def _rope_mistakes(case):
         ("the positions argument is ignored: you used 0, 1, ..., N-1. "
          "Tokens after a cache start later; use the positions given.",
          _rope_variant(x, pos, base, arange=True)),
+        ("you assumed consecutive positions (positions[0] + 0, 1, 2, ...): "
+         "use each token's own position as given; they need not be "
+         "consecutive (packed sequences, left padding).",
+         _rope_variant(x, pos, base, consecutive=True)),
         ("the angles are laid out (t0, t0, t1, t1, ...), the interleaved "
          "layout, while the coordinates are split in halves: with "
          "rotate_half, the angles must be [t0 .. t_{d/2-1}] twice, "
@@ -99,8 +110,28 @@ def _rope_mistakes(case):
     return [Mistake.result(hint, value) for hint, value in forms]
 
 
+_LIST_HINT = ("right for an array of positions, but a Python list makes your "
+              "function raise: convert it first, positions = "
+              "np.asarray(positions), before [:, None] or arithmetic.")
+
+
+def _list_rule(fn, call, cases, index, rtol, atol, want_bool):
+    """Positions given as a list make the function raise; as an array, it is right."""
+    case = cases[index]
+    if not isinstance(case.args[1], list):
+        return None
+    as_array = Case(case.label, (case.args[0], np.asarray(case.args[1])),
+                    case.expected, case.kwargs)
+    try:
+        got = call(fn, as_array)["output"]
+    except Exception:
+        return None
+    return _LIST_HINT if _same(got, case.expected, rtol, atol) else None
+
+
 def check_rope(fn: Callable) -> Verdict:
     """Check a learner's ``rope(x, positions, base=10000.0)``: split-halves
     pairing (x[i], x[i + d/2]), as Hugging Face's LLaMA code; x (..., N, d),
-    positions (N,). Returns an array of x's shape."""
-    return run_cases(fn, rope_cases(), "check_rope", mistakes=_rope_mistakes)
+    positions (N,), an array or a list. Returns an array of x's shape."""
+    return run_cases(fn, rope_cases(), "check_rope", mistakes=_rope_mistakes,
+                     rules=[_list_rule])

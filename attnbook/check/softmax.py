@@ -14,6 +14,47 @@ from ._wrong import _attn, _scale_mistakes, _sm
 
 __all__ = ['check_softmax', 'check_scores', 'check_attention', 'check_soft_lookup', 'check_temperature_softmax']
 
+# Hints of Part I's own mistakes (the shared ones are in ._wrong)
+HINT_MIN = ("subtract each row's maximum, not its minimum: after x - min the "
+            "largest entry can still overflow, and a -inf entry gives "
+            "-inf - (-inf) = nan")
+HINT_NEGINF = ("a -inf score (a masked key) must get weight exactly 0, and "
+               "exp(-inf) = 0 already gives it: keep -inf as it is (do not "
+               "replace it by 0 or by a finite number)")
+HINT_SUM_ALL_SCIPY = (HINT_SUM_ALL + " (scipy.special.softmax does that unless "
+                      "given axis=-1)")
+HINT_NO_T = ("Q @ K pairs each query with a column of K, not with a key: "
+             "transpose the keys, Q @ K.T (one row per query, one column per "
+             "key)")
+HINT_ELEMENTWISE = ("Q * K multiplies entry by entry; a score is a dot product "
+                    "of a query and a key: the matrix product Q @ K.T")
+HINT_NO_SOFTMAX = ("no softmax: the weights are softmax(scores), positive and "
+                   "summing to 1 in each row; scores @ V is not attention")
+HINT_SCORES_AS_WEIGHTS = ("the second element is the scores; return the "
+                          "weights, softmax(scores), whose rows sum to 1")
+HINT_RATIO = ("the weights are the scores divided by their sum; but scores can "
+              "be 0 (0/0 for a query that matches nobody) or negative "
+              "(negative weights). Use the softmax: exp(scores) divided by "
+              "the sum of exp(scores)")
+HINT_ARGMAX = ("a hard lookup: all the weight on the best key (an argmax); the "
+               "soft lookup averages all the values, weighted by the softmax "
+               "of the scores")
+HINT_PRODUCTS = ("weights * values gives one product per key; add them up: "
+                 "weights @ values")
+HINT_QUERY_KEYS = ("query @ keys: the keys are the rows of keys, so the scores "
+                   "are keys @ query (or query @ keys.T)")
+HINT_T_TIMES = "x * t instead of x / t: a small t must sharpen the weights"
+HINT_T_IGNORED = ("the temperature has no effect: divide the scores by t before "
+                  "exp (dividing the exponentials or the weights by t cancels "
+                  "when they are normalised)")
+HINT_T_SHIFT = ("x / t - max(x): subtract the maximum of x / t (or subtract "
+                "max(x) before dividing by t); with max(x) the exponents are "
+                "still far from 0 and exp overflows or underflows")
+HINT_T_ZERO_DIV = ("t = 0 divides by zero: treat t == 0 on its own, as the limit "
+                   "t -> 0+ (all the weight on the maximum)")
+HINT_T_UNIFORM = ("at t = 0 the weights are one-hot on the maximum (the limit "
+                  "t -> 0+); uniform weights are the limit of a large t")
+
 
 def softmax_cases() -> list[Case]:
     rng = np.random.default_rng(1)
@@ -46,8 +87,11 @@ def _softmax_mistakes():
         Mistake(HINT_KEEPDIMS, lambda x: _sm(x, keepdims=False)),
         Mistake(HINT_KEEPDIMS, lambda x: _sm(x, keepdims="max")),
         Mistake(HINT_KEEPDIMS, lambda x: _sm(x, keepdims="sum")),
-        Mistake(HINT_SUM_ALL, lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(
+        Mistake(HINT_SUM_ALL_SCIPY, lambda x: np.exp(x - x.max(-1, keepdims=True)) / np.exp(
             x - x.max(-1, keepdims=True)).sum()),
+        Mistake(HINT_SUM_ALL_SCIPY, lambda x: np.exp(x - x.max()) / np.exp(x - x.max()).sum()),
+        Mistake(HINT_MIN, lambda x: _sm(x - x.min(axis=-1, keepdims=True), shift="none")),
+        Mistake(HINT_NEGINF, lambda x: _sm(np.where(np.isneginf(x), 0.0, x))),
     ]
 
 
@@ -77,6 +121,9 @@ def _scores_mistakes():
         return lambda q, k: q @ k.T / scale(q, k, None)
     out = _scale_mistakes(by, dv=False, batched=False)
     out.append(Mistake(HINT_TRANSPOSED, lambda q, k: k @ q.T / np.sqrt(q.shape[-1])))
+    out.append(Mistake(HINT_NO_T, lambda q, k: q @ k / np.sqrt(k.shape[-1])))
+    out.append(Mistake(HINT_NO_T, lambda q, k: np.dot(q, k) / np.sqrt(k.shape[-1])))
+    out.append(Mistake(HINT_ELEMENTWISE, lambda q, k: q * k / np.sqrt(k.shape[-1])))
     return out
 
 
@@ -136,7 +183,19 @@ def _attention_mistakes():
         Mistake(HINT_TRANSPOSED, lambda q, k, v: _attn(q, k, v, swap=True)),
         Mistake(HINT_WEIGHTS, lambda q, k, v: _attn(q, k, v)[1]),
         Mistake(HINT_WEIGHTS, lambda q, k, v: _attn(q, k, v)[::-1]),
+        Mistake(HINT_SUM_ALL, lambda q, k, v: _sum_all_attention(q, k, v)),
+        Mistake(HINT_NO_SOFTMAX, lambda q, k, v: q @ k.T / np.sqrt(k.shape[-1]) @ v),
+        Mistake(HINT_SCORES_AS_WEIGHTS, lambda q, k, v: (
+            _attn(q, k, v)[0], q @ k.T / np.sqrt(k.shape[-1]))),
+        Mistake(HINT_NO_T, lambda q, k, v: _sm(q @ k / np.sqrt(k.shape[-1])) @ v),
     ]
+
+
+def _sum_all_attention(q, k, v):
+    """Attention whose weights are divided by the sum of the whole matrix."""
+    s = q @ k.T / np.sqrt(k.shape[-1])
+    e = np.exp(s - s.max())
+    return (e / e.sum()) @ v
 
 
 def check_attention(fn: Callable) -> Verdict:
@@ -154,6 +213,9 @@ def soft_lookup_cases() -> list[Case]:
     k, v, q = rng.normal(size=(5, 3)), rng.normal(size=(5, 2)), rng.normal(size=3)
     big_q = np.array([0.0, 800.0, 0.0])
     cases = [
+        ("the query [3, 2, 0], between 'Xiaoming' and 'the girls' (scores "
+         "3, 0, 2, 2), over the four students' heights",
+         (np.array([3.0, 2.0, 0.0]), keys, heights)),
         ("the query 'girls' = [0, 10, 0] over the four students' heights",
          (np.array([0.0, 10.0, 0.0]), keys, heights)),
         ("a query that matches nobody ([0, 0, 0]): the plain average",
@@ -176,16 +238,20 @@ def _soft_lookup_mistakes():
         s = keys @ query
         return (s == s.max()).astype(float) / (s == s.max()).sum() @ values
 
+    def ratio(query, keys, values):
+        s = keys @ query
+        return (s / s.sum()) @ values
+
     return [
         Mistake(HINT_NAIVE, lambda q, k, v: _sm(k @ q, shift="none") @ v),
         Mistake("the scores are scaled by sqrt(d); this soft lookup has no scale "
                 "(the scale comes in the scaling chapter)",
                 lambda q, k, v: _sm(k @ q / np.sqrt(q.shape[-1])) @ v),
-        Mistake("a hard lookup: all the weight on the best key (an argmax); "
-                "use the softmax of the scores as weights", hard),
-        Mistake("a hard lookup: the value of the single best key (an argmax); "
-                "the soft lookup averages all the values, weighted by the softmax",
-                lambda q, k, v: v[np.argmax(k @ q)]),
+        Mistake(HINT_ARGMAX, hard),
+        Mistake(HINT_ARGMAX, lambda q, k, v: v[np.argmax(k @ q)]),
+        Mistake(HINT_RATIO, ratio),
+        Mistake(HINT_PRODUCTS, lambda q, k, v: _sm(k @ q) * v),
+        Mistake(HINT_QUERY_KEYS, lambda q, k, v: _sm(q @ k) @ v),
         Mistake("the weights are exp(scores) without dividing by their sum",
                 lambda q, k, v: np.exp(k @ q - (k @ q).max()) @ v),
         Mistake("the plain average of the values: the query is ignored",
@@ -212,6 +278,10 @@ def temperature_softmax_cases() -> list[Case]:
     cases = [
         ("the source's scores [1, 2, 7, 12, 8, 5, 2, 1] at t = 1", (z, 1.0)),
         ("the same scores at t = 16 (= sqrt(256))", (z, 16.0)),
+        ("the scores [100, 99, 90] at t = 1/8: x / t reaches 800, so exp "
+         "overflows unless you subtract the maximum", (np.array([100.0, 99.0, 90.0]), 0.125)),
+        ("the scores [1000, 1001, 1002] at t = 4: the maximum to subtract is "
+         "that of x / t", (np.array([1000.0, 1001.0, 1002.0]), 4.0)),
         ("a small temperature, t = 0.01 (exp overflows unless you subtract the "
          "maximum first)", (z, 0.01)),
         ("a batch of shape (2, 3, 4) at t = 2, over the last axis", (batch, 2.0)),
@@ -227,7 +297,8 @@ def temperature_softmax_cases() -> list[Case]:
 
 
 def _temperature_mistakes():
-    def variant(shift="row", axis=-1, zero="split", times=False, zero_shift="row"):
+    def variant(shift="row", axis=-1, zero="split", times=False, zero_shift="row",
+                ignore_t=False):
         def f(x, t):
             x = np.asarray(x, dtype=float)
             if t == 0:
@@ -237,13 +308,24 @@ def _temperature_mistakes():
                     return hot
                 if zero == "first":
                     return np.eye(x.shape[-1])[np.argmax(x, axis=-1)]
+                if zero == "divide":
+                    return _sm(x / t, axis=axis)
+                if zero == "uniform":
+                    return np.full(x.shape, 1 / x.shape[-1])
                 return hot / hot.sum(axis=axis, keepdims=True)
+            if ignore_t:
+                return _sm(x, axis=axis, shift=shift)
+            if shift == "x":  # x / t - max(x): the maximum of x, not of x / t
+                return _sm(x / t - x.max(axis=axis, keepdims=True), axis=axis, shift="none")
             return _sm(x * t if times else x / t, axis=axis, shift=shift)
         return f
 
     return [
-        Mistake("x * t instead of x / t: a small t must sharpen the weights",
-                variant(times=True)),
+        Mistake(HINT_T_TIMES, variant(times=True)),
+        Mistake(HINT_T_IGNORED, variant(ignore_t=True)),
+        Mistake(HINT_T_SHIFT, variant(shift="x")),
+        Mistake(HINT_T_ZERO_DIV, variant(zero="divide")),
+        Mistake(HINT_T_UNIFORM, variant(zero="uniform")),
         Mistake(HINT_NAIVE, variant(shift="none")),
         Mistake(HINT_GLOBAL, variant(shift="global")),
         Mistake(HINT_GLOBAL + " (in the t = 0 branch)", variant(zero_shift="global")),

@@ -161,7 +161,7 @@ if anywidget is not None:
 
         def __init__(self, z, *, t=1.0, t_max=32.0, step=0.25, labels=None):
             z = [float(x) for x in np.asarray(z, dtype=float)]
-            labels = labels or [str(i + 1) for i in range(len(z))]
+            labels = labels or [str(i) for i in range(len(z))]  # from 0
             super().__init__(z=z, labels=labels, value=t, min=0.0, max=t_max,
                              step=step)
 

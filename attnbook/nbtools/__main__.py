@@ -14,7 +14,9 @@ USAGE = """usage: python -m attnbook.nbtools COMMAND ...
   prepare NOTEBOOK...          split cells, insert/update the bootstrap cell, add slide metadata
   tidy NOTEBOOK...             join split stream outputs, remove widget state and widget outputs
                                (except the live figures' state, renumbered)
-  student OUTDIR NOTEBOOK...   write student copies (solutions removed) into OUTDIR
+  student OUTDIR [--key] NOTEBOOK...
+                               write the student kit into OUTDIR (solutions removed; the
+                               kit's own exercises sealed in its answer key unless --key)
   execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)
   repository URL REF NOTEBOOK...
                                set the book's repository (URL "" unsets it) in _config.yml and
@@ -60,7 +62,9 @@ def main(argv=None):
         if not args:
             print(USAGE, file=sys.stderr)
             return 2
-        for target in write_student_copies(args[0], args[1:]):
+        key = "--key" in args
+        args = [a for a in args if a != "--key"]
+        for target in write_student_copies(args[0], args[1:], key=key):
             print(f"wrote {target}")
     return 0
 

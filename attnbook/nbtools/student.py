@@ -55,12 +55,17 @@ def student_copy(nb: dict) -> dict:
     return nb
 
 
-def write_student_copies(outdir, notebooks) -> list[Path]:
-    """Write student copies of the notebooks into outdir, with figures/ and attnbook/ beside them.
+def write_student_copies(outdir, notebooks, *, key: bool = False) -> list[Path]:
+    """Write the student kit into outdir: the notebooks' student copies, figures/, attnbook/,
+    and the kit's README, requirements and Makefile (:mod:`.kit`).
 
     The folder is self-contained: hand it out as it is. The bootstrap cell finds the copy of
-    attnbook in the folder, so the notebooks run with numpy, matplotlib and ipywidgets installed.
+    attnbook in the folder. Unless ``key``, the answer-key functions that are the kit's own
+    exercises are sealed in that copy (recorded by executing the notebooks once) and their
+    checkers carry their cases as data.
     """
+    from .kit import kit_checkers, record_calls, seal_package, sealed_names, write_kit_files
+
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     written = []
@@ -72,7 +77,13 @@ def write_student_copies(outdir, notebooks) -> list[Path]:
         if (BOOK_ROOT / folder).is_dir():
             shutil.rmtree(outdir / folder, ignore_errors=True)
             shutil.copytree(BOOK_ROOT / folder, outdir / folder,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_kit_data"))
+    sealed, kept = [], []
+    if not key:
+        checkers = kit_checkers(notebooks)
+        names = sealed_names(checkers)
+        calls = record_calls(notebooks, names)
+        kept = seal_package(outdir / "attnbook", names, calls, checkers)
+        sealed = [n for n in names if n not in kept]
+    write_kit_files(outdir, notebooks, sealed, kept, key)
     return written
-
-

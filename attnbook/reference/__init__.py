@@ -44,7 +44,7 @@ from .fast import (attention_state, flash_attention, merge_attention_states,
                    online_softmax_state)
 from .gqa import grouped_query_attention, llama_attention
 from .kv_cache import sliding_window_mask
-from .learn import attention_backward, cross_entropy
+from .learn import attention_backward, cross_entropy, self_attention_backward
 from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
 from .multihead import (mask_for_heads, merge_heads, multihead_attention,
                         multihead_cross_attention, split_heads)
@@ -56,7 +56,7 @@ __all__ = [
     "split_heads", "merge_heads", "multihead_attention", "multihead_cross_attention",
     "mask_for_heads",
     # Part V
-    "attention_backward", "cross_entropy",
+    "attention_backward", "cross_entropy", "self_attention_backward",
     # Part VI
     "rope", "rope_angles", "grouped_query_attention", "llama_attention",
     "sliding_window_mask", "rms_norm", "MLAWeights", "mla_attention", "mla_latents",

@@ -49,7 +49,8 @@ def softmax(x, axis=-1, temperature=1.0):
     if np.isneginf(zmax).any():
         raise ValueError(
             "a slice of the softmax input is entirely -inf, so it has\n"
-            "no softmax (0/0); in attention, a query with every key masked"
+            "no softmax (0/0). In attention, that is a query with every key\n"
+            "masked: check the mask (True = may attend)."
         )
     if t == 0:
         hot = (z == zmax).astype(z.dtype)
