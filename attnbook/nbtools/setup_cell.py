@@ -249,8 +249,9 @@ def set_repository(url: str, ref: str, notebooks, config_path=None, git_dir=None
             raise ValueError(f"REF={ref!r} is a branch of this clone: a branch moves. Give the "
                              "name of a new tag for this publication, e.g. REF=v1.0.")
         if _git(git_dir, "rev-parse", "--verify", "--quiet", f"refs/tags/{ref}"):
-            raise ValueError(f"the tag {ref!r} exists already, on a commit that does not name "
-                             "the repository yet: choose a new tag name for this publication")
+            raise ValueError(f"the tag {ref!r} exists already: a publication's tag goes on the "
+                             "commit that records it (made after this command), so choose a new "
+                             "tag name for this publication")
         commit = commit or _install_commit(git_dir)
         check_repository(url, commit)
         source = bootstrap_source(url, commit)
