@@ -15,6 +15,11 @@
 #                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
 #   make student-lab  JupyterLab on student/ (what a student sees)
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
+#   make repository URL=https://github.com/OWNER/NAME REF=v1.0
+#                  publish: the book's repository in _config.yml and in every chapter's
+#                  set-up cell, without re-executing; the launch buttons open the new tag REF
+#                  (never a branch), Colab installs attnbook from this commit; then commit and
+#                  tag that commit REF. `make repository URL=` unsets it
 #   make clean     remove the built site, slides/ and student/; `make distclean` also .venv
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
@@ -38,7 +43,7 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs slides student student-lab figures clean distclean venv torch
+.PHONY: book test lab serve outputs slides student student-lab figures clean distclean venv torch repository
 
 venv: $(STAMP)
 
@@ -122,6 +127,13 @@ student-lab: $(STAMP)
 
 figures: $(STAMP)
 	$(BIN)/python -m attnbook.diagrams figures
+
+# The Binder and Colab buttons open tag REF of URL, and every chapter's set-up cell installs
+# the helper package in Colab from this clone's HEAD commit; with no URL, nothing (_config.yml).
+URL ?=
+REF ?=
+repository: $(STAMP)
+	$(BIN)/python -m attnbook.nbtools repository "$(URL)" "$(REF)" $(NOTEBOOKS)
 
 clean:
 	rm -rf _build slides student

@@ -12,11 +12,17 @@ so every page is loaded once where one load can show everything. The tour:
    context: every page of the site once. On each page it collects what the tests
    need (COLLECT: titles, math, images, links, ids, widget leftovers; the figures'
    backgrounds; code blocks that scroll sideways, measured last because it opens
-   every solution). On a chapter with a live figure it also, before the sideways
-   check: reads the numbers as the page opens; screenshots the figure (and measures
-   that it fits the window); drags the slider
+   every solution), then the widths of every table, figure and display equation
+   against the article's column (FIT), at 1280 px and again with the window narrowed
+   to a phone's 390 px (the same page, reflowed). On a chapter with a live figure it
+   also, before the sideways check: reads the numbers as the page opens; screenshots
+   the figure (and measures that it fits the window); drags the slider
    with the mouse and presses keys (or clicks the mask's cells), recording the
-   numbers after each step; sweeps the control over its whole range. On chapter 04
+   numbers after each step; sweeps the control over its whole range; then reaches
+   every control with Tab alone (recording whether each shows its focus) and moves it
+   with the keyboard (_keyboard); and, after the sideways check, on the way to the
+   phone width, measures and screenshots the figure in a window of 640 x 450, which is
+   what a 1280 x 900 screen shows at browser zoom 200 % (_zoom). On chapter 04
    it also runs core.js's number formatting on many values. Then the built-in search,
    in the same context.
 2. dark mode: chapter 01 once, loaded with the system preference set to dark, in the
@@ -211,6 +217,40 @@ SIDEWAYS = """
     return {index, kind, scrollWidth: box.scrollWidth, clientWidth: box.clientWidth,
             longest: longest.length, line: longest.trim().slice(0, 70)};
   }).filter(Boolean)};
+}
+"""
+
+# Every table, figure (image, <figure>, live figure) and display equation in the article:
+# its width against the column's, and whether the box that holds it scrolls sideways (and,
+# if so, whether it shows that it does: the scroll-shadow background of _static/attnbook.css).
+# Run after SIDEWAYS, so that the solutions are open and their tables count too.
+FIT = """
+() => {
+  const col = document.querySelector(".bd-article");
+  if (!col) return {width: 0, items: []};
+  const cs = getComputedStyle(col), box = col.getBoundingClientRect();
+  const left = box.left + parseFloat(cs.paddingLeft);
+  const right = box.right - parseFloat(cs.paddingRight);
+  const scrolls = e => e.scrollWidth > e.clientWidth + 1 &&
+                       ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
+  const items = [...col.querySelectorAll(
+      "table, img, figure, mjx-container[display='true'], .attnbook-live, video, iframe")]
+    .filter(e => e.getClientRects().length && e.getBoundingClientRect().width > 0)
+    .map(e => {
+      const r = e.getBoundingClientRect();
+      let scroller = null;
+      for (let a = e; a && a !== col; a = a.parentElement) if (scrolls(a)) { scroller = a; break; }
+      const kind = e.matches("mjx-container") ? "equation" : e.matches("table") ? "table"
+                 : e.matches(".attnbook-live") ? "live figure" : "figure";
+      return {kind, text: (e.getAttribute("alt") || e.textContent || "").replace(/\\s+/g, " ")
+                            .trim().slice(0, 60),
+              width: Math.round(Math.max(r.width, e.scrollWidth)),
+              outside: Math.round(Math.max(left - r.left, r.right - right, 0)),
+              scrolls: !!scroller,
+              cue: !!scroller && getComputedStyle(scroller).backgroundAttachment
+                                   .includes("local")};
+    });
+  return {width: Math.round(right - left), items};
 }
 """
 
@@ -447,6 +487,114 @@ def _figure_box(page, stem, size, shots: Path):
     return box
 
 
+ZOOM_200 = {"width": DESKTOP["width"] // 2, "height": DESKTOP["height"] // 2}
+
+# What has the focus (in the live figure), and whether its focus can be seen: an outline of
+# 2 px or more, or, on a mask cell, a border 3 units wide or more that is not white.
+FOCUS = """
+() => {
+  const e = document.activeElement, host = document.querySelector(".attnbook-live-host");
+  if (!e || !host.contains(e) || e === host) return null;
+  const cs = getComputedStyle(e);
+  const ring = cs.outlineStyle !== "none" && parseFloat(cs.outlineWidth) >= 2;
+  const border = e instanceof SVGElement && parseFloat(cs.strokeWidth) >= 3 &&
+                 !["none", "rgb(255, 255, 255)"].includes(cs.stroke);
+  const all = [...host.querySelectorAll("input, button, select, [tabindex='0']")];
+  return {index: all.indexOf(e), of: all.length, tag: e.tagName.toLowerCase(),
+          name: e.getAttribute("aria-label") || e.textContent.trim(),
+          visible: ring || border, focusVisible: e.matches(":focus-visible")};
+}
+"""
+
+# Makes the figure's box focusable and focuses it, and logs FOCUS at every focus change
+# inside it (window.attnbookFocusLog), so that a run of Tab presses is read back at once.
+FOCUS_LOG = """
+() => {
+  const host = document.querySelector(".attnbook-live-host");
+  const focus = FOCUS_FUNCTION;
+  window.attnbookFocusLog = [];
+  host.addEventListener("focusin", () => window.attnbookFocusLog.push(focus()));
+  host.tabIndex = -1;
+  host.focus();
+}
+""".replace("FOCUS_FUNCTION", FOCUS.strip())
+
+# The smallest text in the figure, in CSS px as drawn (SVG text scaled with its picture).
+SMALLEST_TEXT = """
+() => {
+  const fig = document.querySelector(".attnbook-live");
+  let least = Infinity;
+  for (const t of fig.querySelectorAll("text, span, label, output, button, th, td, p")) {
+    if (!t.textContent.trim() || !t.getClientRects().length) continue;
+    let size = parseFloat(getComputedStyle(t).fontSize);
+    const svg = t.closest("svg");
+    if (svg) size *= svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    least = Math.min(least, size);
+  }
+  return least;
+}
+"""
+
+
+def _keyboard(page, fig) -> dict:
+    """Tab through the figure's controls from its box (none may be skipped, and each must
+    show its focus), then move the figure by keyboard alone.
+
+    A slider, reached with Tab: Home, ArrowRight, ArrowRight, ArrowLeft, End. A mask,
+    after a click on "causal mask": Tab, Tab (to cell (0, 1)), Enter, then Space (which
+    puts the cell back), the focus staying on the cell as the figure redraws."""
+    from attnbook import live
+
+    host = page.locator(".attnbook-live-host")
+    slider = isinstance(fig, live.SliderFigure)
+    if not slider:
+        host.get_by_role("button", name="causal mask").click()
+    page.evaluate(FOCUS_LOG)
+    controls = host.locator("input, button, select, [tabindex='0']").count()
+    for _ in range(controls + 1):  # the last Tab leaves the figure
+        page.keyboard.press("Tab")
+    out = {"stops": [s for s in page.evaluate("window.attnbookFocusLog") if s], "keys": []}
+    host.focus()
+    page.keyboard.press("Tab")
+    if not slider:
+        page.keyboard.press("Tab")
+    out["first"] = page.evaluate(FOCUS)
+    for key in (("Home", "ArrowRight", "ArrowRight", "ArrowLeft", "End") if slider
+                else ("Enter", " ")):
+        page.keyboard.press(key)
+        now = (float(host.locator("input[type=range]").input_value()) if slider
+               else page.evaluate(FOCUS))
+        out["keys"].append([key, now, _numbers(page)])
+    host.evaluate("h => h.removeAttribute('tabindex')")
+    return out
+
+
+def _zoom(page, stem, shots: Path) -> dict:
+    """The live figure in a window of ZOOM_200 (the page already resized to it): its box,
+    its smallest text, the column's width; a screenshot."""
+    figure = page.locator(".attnbook-live")
+    figure.scroll_into_view_if_needed()
+    figure.screenshot(path=str(shots / f"live-{stem}-zoom200.png"))
+    return {"box": figure.bounding_box(), "smallest_text": page.evaluate(SMALLEST_TEXT),
+            "column": page.evaluate(FIT)["width"]}
+
+
+def _fit(page, live_stem=None, shots: Path = SCREENSHOTS) -> dict:
+    """FIT at the desktop width, then with the same page narrowed to a phone's width (390
+    px). On a page with a live figure (``live_stem``), the figure is also measured at zoom
+    200 % on the way (_zoom: key "zoom"). The page is left at the desktop size."""
+    out = {"widths": {str(DESKTOP["width"]): page.evaluate(FIT)}}
+    try:
+        if live_stem:
+            page.set_viewport_size(ZOOM_200)
+            out["zoom"] = _zoom(page, live_stem, shots)
+        page.set_viewport_size({"width": PHONE["width"], "height": DESKTOP["height"]})
+        out["widths"][str(PHONE["width"])] = page.evaluate(FIT)
+    finally:
+        page.set_viewport_size(DESKTOP)
+    return out
+
+
 def _live_probe(page, stem, shots: Path) -> dict:
     """Everything the live-figure tests check on a chapter page opened over http."""
     from attnbook import live
@@ -464,6 +612,7 @@ def _live_probe(page, stem, shots: Path) -> dict:
         out["sweep"] = page.evaluate(SWEEP, fig.control_values())
     else:
         out["sweep"] = page.evaluate(MASK_SWEEP)
+    out["keyboard"] = _keyboard(page, fig)
     if stem == "04_scaling":
         cases = format_cases()
         esm = live.esm_source(live.TemperatureBars.js_file)
@@ -583,6 +732,11 @@ def _run_part(part, html, browser, base_url):
             if path.startswith("chapters/") and stem in live_stems:
                 data["live"] = _live_probe(rec.page, stem, SCREENSHOTS)
             data["sideways"] = rec.page.evaluate(SIDEWAYS)
+            live_here = data.get("live", {}).get("hosts") == 1
+            fit = _fit(rec.page, stem if live_here else None, SCREENSHOTS)
+            data["fit"] = fit["widths"]
+            if "zoom" in fit:
+                data["live"]["zoom"] = fit["zoom"]
             result["pages"][path] = data
         if part == PARTS[2]:
             # the search page: the first query from its URL, as a reader's search box sends

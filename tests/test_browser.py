@@ -17,6 +17,9 @@ check what it saw:
   _build/screenshots/ to look at);
 - every chapter page (HTML plus its images) stays under 1.5 MB; a page-weight table is
   printed at the end of the run (theme assets counted once);
+- every table and figure fits the article's column at 1280 px and at 390 px (a phone); a
+  display equation fits, or scrolls sideways and shows that it does (a shadow at the
+  hidden edge); the run's report lists those that scroll;
 - in a 1280 x 900 desktop window no code block and no text output scrolls sideways
   (solutions and hidden inputs opened first): the notebooks keep lines of at most 79
   characters (tests/test_line_length.py) and _static/attnbook.css gives the article
@@ -35,7 +38,7 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from site_tour import CHAPTER, DESKTOP, PARTS, SEARCHES, _part_pages, site_pages
+from site_tour import CHAPTER, DESKTOP, PARTS, PHONE, SEARCHES, _part_pages, site_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_BUDGET = 1_500_000  # bytes: HTML plus images of one chapter page
@@ -175,23 +178,32 @@ def test_no_empty_widget_box_and_no_widget_javascript(visits, html):
 
 
 def test_launch_and_download_buttons_on_every_chapter(visits):
+    """The download button on every chapter; the Binder and Colab buttons only when the book
+    names a repository (`make repository`), then opening its tag (what the
+    built pages hold, placeholder or not, is checked in tests/test_repository.py)."""
     import yaml
 
+    from attnbook import nbtools
+
+    url, tag = nbtools.repository()[0], nbtools.setup_cell.launch_ref()
     config = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
-    repo = config["repository"]["url"].rstrip("/")
-    owner_repo = "/".join(repo.split("/")[-2:])
     hub = (config.get("launch_buttons", {}).get("jupyterhub_url") or "").rstrip("/")
     for path, data in visits["pages"].items():
         if not path.startswith("chapters/"):
             continue
         links = data["links"]
         stem = Path(path).stem
-        assert any(u.startswith("https://mybinder.org/v2/gh/" + owner_repo) for u in links), f"{path}: no Binder button"
-        assert any(u.startswith("https://colab.research.google.com/github/" + owner_repo) and u.endswith(f"{stem}.ipynb")
-                   for u in links), f"{path}: no Colab button"
+        assert any(u.endswith(f"_sources/chapters/{stem}.ipynb") for u in links), f"{path}: no notebook download button"
+        launch = [u for u in links if u.startswith(("https://mybinder.org/", "https://colab.research.google.com/"))]
+        if url is None:
+            assert not launch, f"{path}: launch buttons, but the book names no repository: {launch}"
+            continue
+        owner_repo = "/".join(url.split("/")[-2:])
+        assert any(u.startswith(f"https://mybinder.org/v2/gh/{owner_repo}/{tag}") for u in links), f"{path}: no Binder button"
+        assert any(u.startswith(f"https://colab.research.google.com/github/{owner_repo}/blob/{tag}/")
+                   and u.endswith(f"{stem}.ipynb") for u in links), f"{path}: no Colab button"
         if hub:
             assert any(u.startswith(hub + "/hub/user-redirect/git-pull?") for u in links), f"{path}: no JupyterHub button"
-        assert any(u.endswith(f"_sources/chapters/{stem}.ipynb") for u in links), f"{path}: no notebook download button"
 
 
 @pytest.mark.parametrize("query,expected", SEARCHES, ids=[q for q, _ in SEARCHES])
@@ -255,6 +267,85 @@ def test_no_code_block_or_output_scrolls_sideways_at_1280px(visits):
                           "fit in 79 characters):\n" + "\n".join(problems))
 
 
+def fit_problems(fit: dict) -> list[str]:
+    """What on one page does not fit its column (``site_tour.FIT`` at each width)."""
+    problems = []
+    for width, seen in fit.items():
+        for item in seen["items"]:
+            wide = item["width"] > seen["width"] + 1 or item["outside"] > 1
+            if not (wide or item["scrolls"]):
+                continue
+            if item["kind"] == "equation" and item["cue"]:
+                continue  # scrolls, and shows it (listed in the run's report)
+            how = ("scrolls sideways without showing it" if item["scrolls"] and not item["cue"]
+                   else "scrolls sideways" if item["scrolls"] else "sticks out of it")
+            a = "an" if item["kind"][0] in "aeiou" else "a"
+            problems.append(f"at {width} px: {a} {item['kind']} {item['width']} px wide in a "
+                            f"{seen['width']} px column ({how}): {item['text']!r}")
+    return problems
+
+
+def test_tables_figures_and_equations_fit_their_column(visits, record_property):
+    """No table, figure or equation is cut off or hides part of itself: at 1280 px and at
+    390 px each table and figure fits the article's column (a table of prose is read row by
+    row on a phone); a display equation fits too, or scrolls sideways with a shadow at its
+    hidden edge (_static/attnbook.css). The equations that scroll are listed in the run's
+    report: at 1280 px, one is worth splitting into lines."""
+    problems, counted, scrolling = [], {}, []
+    for path, data in visits["pages"].items():
+        problems += [f"{path}: {p}" for p in fit_problems(data["fit"])]
+        for item in data["fit"][str(DESKTOP["width"])]["items"]:
+            counted[item["kind"]] = counted.get(item["kind"], 0) + 1
+        for width, seen in data["fit"].items():
+            scrolling += [f"  at {width:>4s} px, {path}: {item['width']} px in {seen['width']}: "
+                          f"{item['text'][:50]}" for item in seen["items"]
+                          if item["kind"] == "equation" and item["scrolls"]]
+    record_property("report:display equations that scroll sideways (with a shadow)",
+                    "\n".join(sorted(scrolling)) or "  none")
+    assert counted.get("table", 0) > 40 and counted.get("figure", 0) > 30, counted
+    assert counted.get("equation", 0) > 20 and counted.get("live figure") == 6, counted
+    assert not problems, f"{len(problems)} table(s), figure(s) or equation(s) do not fit:\n" + \
+        "\n".join(problems[:40])
+
+
+def test_the_fit_check_catches_what_does_not_fit(tmp_path):
+    """FIT and fit_problems on a page made for it: a table and an image wider than the
+    column, an equation that scrolls with no shadow, are each caught, at both widths; what
+    fits, and an equation that scrolls with its shadow, pass."""
+    import site_tour
+
+    if not Path(site_tour.CHROMIUM).exists():
+        pytest.skip("chromium is not installed: run `apt-get install chromium`")
+    pytest.importorskip("playwright.sync_api", reason="Playwright for Python is missing")
+    wide = '<div style="width: 900px; height: 10px"></div>'
+    scroller = ('<div class="math"><mjx-container display="true" style="display: block; '
+                'overflow-x: auto;{}">{}</mjx-container></div>')
+    cue = " background: linear-gradient(white, white) local;"
+    (tmp_path / "page.html").write_text(
+        '<!doctype html><title>t</title><article class="bd-article" style="width: 700px; '
+        'padding: 0 10px">'
+        f'<table id="ok"><tr><td>fits</td></tr></table><table><tr><td>{wide}</td></tr></table>'
+        '<img alt="wide" src="data:image/svg+xml,<svg xmlns=%27http://www.w3.org/2000/svg%27 '
+        'width=%27800%27 height=%275%27/>">' + scroller.format("", wide) + scroller.format(cue, wide) +
+        '</article>', encoding="utf-8")
+    with site_tour.chromium(tmp_path) as (browser, base):
+        rec = site_tour.Recorder(browser, base, viewport=DESKTOP)
+        try:
+            rec.visit("page.html", collect=False)
+            seen = rec.page.evaluate(site_tour.FIT)
+        finally:
+            rec.close()
+    assert seen["width"] == 700 and len(seen["items"]) == 5, seen
+    at = lambda width: fit_problems({str(width): seen})  # noqa: E731
+    desktop, phone = at(DESKTOP["width"]), at(PHONE["width"])
+    assert len(desktop) == 3 and len(phone) == 3, (desktop, phone)
+    assert "a table 9" in desktop[0] and "sticks out" in desktop[0]
+    assert "a figure 800 px wide in a 700 px column" in desktop[1]
+    assert "scrolls sideways without showing it" in desktop[2]
+    assert ("a table 9" in phone[0] and "a figure 800" in phone[1]
+            and "an equation 900 px" in phone[2] and "without showing it" in phone[2]), phone
+
+
 def test_page_weight(visits, html, record_property):
     """HTML plus images of each page; theme assets (_static) are counted once, for the whole site."""
     static, rows = set(), []
@@ -312,3 +403,4 @@ def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
                        "https://cdn.example.net/b.js"], rec.blocked
     assert base + "page.html" in [url for _, url in rec.fetched], rec.fetched
     assert ["page.html", base + "missing.png", "HTTP 404"] in rec.failed, rec.failed
+

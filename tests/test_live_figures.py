@@ -10,6 +10,10 @@ figure responds to its control offline, over http and over file://.
   whole range (every slider value; for the mask, every mask of every row) and every
   number it shows (``data-live-number``) must equal the answer key's, formatted by
   Python (:meth:`attnbook.live.LiveFigure.numbers`);
+- keyboard and projector: Tab alone reaches every control of each figure, each showing
+  its focus; the arrow keys (Home, End) move a slider, Enter and Space toggle a mask
+  cell, and the numbers follow; at browser zoom 200 % (a 640 x 450 window) the figure
+  fits and its smallest text is at least 10 px (20 px on the screen);
 - the site: the slider is dragged with the mouse (the mask clicked), with every
   request to another host blocked, over http and file://; zero external requests,
   zero console errors (beyond the theme's known noise), page weight within budget;
@@ -311,6 +315,48 @@ def test_the_figure_responds_on_the_site_offline(stem, scheme, site_tour):
     assert not errors, f"console errors: {errors}"
 
 
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_keyboard_alone_reaches_and_moves_the_figure(stem, site_tour):
+    """Tab from the figure's box reaches each of its controls once, in order, and each shows
+    its focus; then the keys move the figure and its numbers follow (see site_tour._keyboard)."""
+    fig, kb = the_figure(stem), _page(site_tour, stem)["keyboard"]
+    stops = kb["stops"]
+    assert stops, "Tab never reached a control of the figure"
+    assert [s["index"] for s in stops] == list(range(stops[0]["of"])), \
+        f"Tab skipped a control or went out of order: {[s['name'] for s in stops]}"
+    hidden = [s["name"] for s in stops if not (s["visible"] and s["focusVisible"])]
+    assert not hidden, f"focus not visible on: {hidden}"
+    if isinstance(fig, live.SliderFigure):
+        assert kb["first"]["tag"] == "input"
+        values = fig.control_values()
+        want = [fig.min, values[1], values[2], values[1], fig.max]
+        assert [v for _, v, _ in kb["keys"]] == want, kb["keys"]
+        for key, value, numbers in kb["keys"]:
+            assert numbers == fig.numbers(value), f"after {key}, at {value}"
+        return
+    assert kb["first"]["name"].startswith(f"query {fig.tokens[0]}, key {fig.tokens[1]}: hidden")
+    shown = np.array(fig.causal, dtype=bool)
+    shown[0, 1] = True
+    (_, after_enter, enter_numbers), (_, after_space, space_numbers) = kb["keys"]
+    assert enter_numbers == fig.numbers(shown), "Enter did not show key 1 to query 0"
+    assert space_numbers == fig.numbers(np.array(fig.causal, dtype=bool))
+    for focus in (after_enter, after_space):  # the figure redraws; the focus stays put
+        assert focus and focus["index"] == kb["first"]["index"] and focus["visible"], focus
+
+
+@pytest.mark.parametrize("stem", CHAPTERS)
+def test_the_figure_at_browser_zoom_200(stem, site_tour):
+    """What a 1280 x 900 projector shows at zoom 200 %: a 640 x 450 window. The figure fits
+    it (screenshot: _build/screenshots/live-<chapter>-zoom200.png) and no text in it is
+    smaller than 10 px (20 screen pixels)."""
+    zoom = _page(site_tour, stem)["zoom"]
+    box = zoom["box"]
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 640, f"{stem} overflows: {box}"
+    assert box["width"] <= zoom["column"] + 1
+    assert zoom["smallest_text"] >= 10, f"{stem}: text of {zoom['smallest_text']:.1f} px"
+    assert (SCREENSHOTS / f"live-{stem}-zoom200.png").stat().st_size > 1000
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_screenshots_and_fit(width, site_tour):
     """Each figure is saved at both widths (look at them: _build/screenshots/live-*.png)
@@ -386,3 +432,17 @@ def test_the_browser_is_closed_when_the_next_test_is_not_a_browser_test(monkeypa
         closed.clear()
         root_conftest.pytest_runtest_teardown(here, nextitem)
         assert closed == ([True] if closes else []), nextitem
+
+
+def test_the_instructor_guide_counts_the_live_figures():
+    """The guide says how many live figures the site has, in two places, and lists them in
+    a table (one row per chapter with a live figure): each agrees with the chapters."""
+    words = {"four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+    guide = (ROOT / "instructor_guide.md").read_text(encoding="utf-8")
+    said = [words[w.lower()] for w in re.findall(
+        r"\b(\w+) (?:live figures|figures on the site are live)", guide) if w.lower() in words]
+    assert len(said) >= 2 and set(said) == {len(CHAPTERS)}, \
+        f"the guide counts {said} live figures; the chapters show {len(CHAPTERS)}"
+    section = guide.split("### Live figures in class", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| (\d\d) ", section, flags=re.M)
+    assert sorted(rows) == sorted(stem[:2] for stem in CHAPTERS), rows

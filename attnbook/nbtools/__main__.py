@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from .execute import execute
+from .setup_cell import set_repository
 from .shape import prepare
 from .student import write_student_copies
 from .tidy import tidy
@@ -16,12 +17,17 @@ USAGE = """usage: python -m attnbook.nbtools COMMAND ...
   student OUTDIR [--key] NOTEBOOK...
                                write the student kit into OUTDIR (solutions removed; the
                                kit's own exercises sealed in its answer key unless --key)
-  execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)"""
+  execute NOTEBOOK...          execute in place with nbconvert (fixed Output-widget sends)
+  repository URL REF NOTEBOOK...
+                               set the book's repository (URL "" unsets it) in _config.yml and
+                               in every notebook's set-up cell (its source only; no execution):
+                               the launch buttons open tag REF (to be created on the commit that
+                               records this), Colab installs attnbook from this clone's HEAD"""
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("tidy", "prepare", "student", "execute"):
+    if not argv or argv[0] not in ("tidy", "prepare", "student", "execute", "repository"):
         print(USAGE, file=sys.stderr)
         return 2
     command, args = argv[0], argv[1:]
@@ -31,6 +37,23 @@ def main(argv=None):
                 print(f"tidied {p}")
     elif command == "execute":
         return execute(args)
+    elif command == "repository":
+        if len(args) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        try:
+            changed = set_repository(args[0], args[1], args[2:])
+        except ValueError as err:
+            print(f"make repository: {err}", file=sys.stderr)
+            return 1
+        for line in changed or ["nothing to change"]:
+            print(line)
+        if args[0]:
+            print(f"Now commit this and tag that commit {args[1]}, then push both, e.g.:\n"
+                  f'  git commit -am "Publish {args[1]}" && git tag {args[1]} && '
+                  f"git push origin HEAD {args[1]}\n"
+                  "(the launch buttons open the tag; Colab installs the helper package from "
+                  "the commit recorded, this clone's HEAD before the commit above)")
     elif command == "prepare":
         for p in args:
             if prepare(p):
