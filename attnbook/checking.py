@@ -282,9 +282,22 @@ def _copy_args(args):
     return tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
 
 
+def _unchanged(args, originals) -> None:
+    """Raise BadResult if the function wrote into one of its array arguments."""
+    for i, (arg, original) in enumerate(zip(args, originals), 1):
+        if isinstance(original, np.ndarray) and isinstance(arg, np.ndarray) and not (
+                arg.shape == original.shape and np.array_equal(arg, original, equal_nan=True)):
+            raise BadResult(
+                f"your function changed its argument {i} in place (for example with "
+                "x -= ... or x[...] = ...): the caller's array changes too. Work on "
+                "a new array: x = x - x.max(axis=-1, keepdims=True) makes one")
+
+
 def _call_numpy(fn, case):
     """Run ``fn`` on a copy of the case's arguments; return its parts: output and weights."""
-    got = fn(*_copy_args(case.args), **case.kwargs)
+    args = _copy_args(case.args)
+    got = fn(*args, **case.kwargs)
+    _unchanged(args, case.args)
     out, weights = _split_result(got, np.shape(case.expected))
     return {"output": out, "weights": weights}
 
@@ -398,8 +411,11 @@ def _raise_hints(mistakes, call, case, exc):
 
 
 class batch_rule:
-    """A rule for :func:`run_cases`: right on every case without a batch axis,
-    wrong on one with a batch axis: usually ``.T`` on a 3-D array."""
+    """A rule for :func:`run_cases`: the mark of ``.T`` on a batch. Every case
+    without a batch axis passes, and on a batched case the function either
+    raised a shape error from a matrix product, or returned the right shape
+    with every sequence of the batch wrong (``.T`` mixes them all). A mistake
+    that breaks only some sequences, or the shape, is something else."""
 
     HINT = ("right for one sequence, wrong for a batch: .T (or np.transpose "
             "without axes) reverses every axis of a (B, N, d) array. Use "
@@ -414,18 +430,33 @@ class batch_rule:
                    if isinstance(a, np.ndarray) and a.dtype != bool)
 
     def __call__(self, fn, call, cases, index, rtol, atol, want_bool):
-        if not self._batched(cases[index]):
+        case = cases[index]
+        if not self._batched(case):
             return None
-        for case in cases:
-            if self._batched(case):
+        for other in cases:
+            if self._batched(other):
                 continue
             try:
-                parts = _quiet(call, fn, case)
+                parts = _quiet(call, fn, other)
             except Exception:
                 return None
-            if _problems(case, parts, rtol, atol, want_bool):
+            if _problems(other, parts, rtol, atol, want_bool):
                 return None
-        return self.hint
+        try:
+            parts = _quiet(call, fn, case)
+        except ValueError as exc:
+            return self.hint if "matmul" in str(exc) or "shape" in str(exc) else None
+        except Exception:
+            return None
+        for name, (expected, _) in _expected_parts(case).items():
+            got = _as_number_array(parts.get(name))
+            if got is None or got.shape != np.shape(expected) or got.ndim < 3:
+                continue
+            wrong = [not np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
+                     for g, e in zip(got.astype(float), np.asarray(expected, float))]
+            if all(wrong):
+                return self.hint
+        return None
 
 
 def _later_hints(fn, call, cases, first, mistakes, rtol, atol, want_bool) -> list:
@@ -448,7 +479,9 @@ def _rule_hints(rules, *args) -> list:
     """The hint of the first rule that recognises the failure (a list of 0 or 1)."""
     for rule in rules:
         try:
-            hint = rule(*args)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the learner's warnings, from a rule's calls
+                hint = rule(*args)
         except Exception:  # a hint is a courtesy: never crash on it
             hint = None
         if hint:
@@ -465,7 +498,10 @@ class _Pick:
         self.pick = pick
 
     def __call__(self, f, case):
-        return {"output": self.pick(f(*_copy_args(case.args), **case.kwargs))}
+        args = _copy_args(case.args)
+        got = f(*args, **case.kwargs)
+        _unchanged(args, case.args)
+        return {"output": self.pick(got)}
 
 
 def adapter(call=None, pick=None) -> Callable:

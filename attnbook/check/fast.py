@@ -191,6 +191,14 @@ def attention_flops_mistakes(B, H, N, d, causal):
     else:
         twice = ("twice the answer: " + per_pair + ", so 4 B H N^2 d in all",
                  8 * B * H * pairs * d)
+    causal_only = [
+        ("with a causal mask, query i sees i + 1 keys: N(N+1)/2 pairs per "
+         "head, not N^2", 4 * B * H * N * N * d),
+        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
+         "not N^2 / 2", 4 * B * H * N * N * d / 2),
+        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
+         "not N(N-1)/2", 4 * B * H * N * (N - 1) // 2 * d),
+    ] if causal else []  # without a mask these hints would name a mask that is not there
     return [
         ("half the answer: count both products (Q K^T and P V), and count a "
          "multiply-add as two operations: " + per_pair,
@@ -204,13 +212,7 @@ def attention_flops_mistakes(B, H, N, d, causal):
          4 * B * H * pairs),
         ("the batch B is missing", 4 * H * pairs * d),
         ("the heads H are missing", 4 * B * pairs * d),
-        ("with a causal mask, query i sees i + 1 keys: N(N+1)/2 pairs per "
-         "head, not N^2", 4 * B * H * N * N * d),
-        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
-         "not N^2 / 2", 4 * B * H * N * N * d / 2),
-        ("with a causal mask the pairs are N(N+1)/2 (the diagonal counts), "
-         "not N(N-1)/2", 4 * B * H * N * (N - 1) // 2 * d),
-    ]
+    ] + causal_only
 
 
 def _call_flops(fn, case):

@@ -140,8 +140,8 @@ def padding_mask_cases() -> list[Case]:
     return [
         Case("lengths [3, 5] padded to n = 5 (shape (2, 1, 5): hides key columns)",
              (np.array([3, 5]), 5), ref.padding_mask([3, 5], 5)),
-        Case("lengths [2, 4, 1] padded to n = 4", (np.array([2, 4, 1]), 4),
-             ref.padding_mask([2, 4, 1], 4)),
+        Case("lengths [2, 3, 1] padded to n = 4 (no sequence fills all n positions)",
+             (np.array([2, 3, 1]), 4), ref.padding_mask([2, 3, 1], 4)),
         Case("one sequence with no padding: lengths [4], n = 4", (np.array([4]), 4),
              ref.padding_mask([4], 4)),
         Case("lengths [5, 0]: an empty sequence has every key hidden", (np.array([5, 0]), 5),
@@ -163,6 +163,9 @@ def _padding_mistakes():
         Mistake("(B, 1, 1, n) is the form for multi-head scores; this exercise "
                 "wants one head's (B, 1, n)", lambda lengths, n: real(lengths, n)[:, None, None]),
         Mistake(HINT_POLARITY, lambda lengths, n: ~real(lengths, n)[:, None]),
+        Mistake("the mask has max(lengths) columns: it must have n, the length the "
+                "batch is padded to (n can exceed every length)",
+                lambda lengths, n: real(lengths, int(np.max(lengths)))[:, None]),
         Mistake("compare every position with every length: np.arange(n) (shape "
                 "(n,)) < lengths[:, None] (shape (B, 1)) gives (B, n)",
                 lambda lengths, n: (np.arange(n) < np.asarray(lengths))[:, None]),
