@@ -40,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FONT_PACKAGE = ROOT / "node_modules" / "@fontsource" / "noto-sans-sc"
 FONT_PREFIX = "/_attnbook_print_fonts/"
 EDITIONS = ("student", "teacher")
+TEACHERS_ONLY = {"instructor_guide"}  # pages left out of the student edition
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Every other host is unreachable: requests go to a proxy that does not exist.
 LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -76,7 +77,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 
 # Runs in the page before printing: the edition, the web font, every image and the math ready.
-PREPARE = """
+PREPARE = r"""
 async ([teacher, fontCss]) => {
   document.documentElement.classList.toggle("attnbook-teacher", teacher);
   if (fontCss) {
@@ -93,13 +94,49 @@ async ([teacher, fontCss]) => {
   await Promise.all(Array.from(document.images).map((img) => img.complete ? null :
     new Promise((ok) => { img.onload = ok; img.onerror = ok; })));
   // The glyphs of CJK text have to be fetched (unicode-range slices) before printing.
-  const cjk = document.body.innerText.match(/[\\u3400-\\u9fff\\uff00-\\uffef\\u3000-\\u303f]+/g) || [];
+  const cjk = document.body.innerText.match(/[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]+/g) || [];
   if (cjk.length) await document.fonts.load('16px "Noto Sans SC"', cjk.join(""));
   await document.fonts.ready;
   const article = document.querySelector("article") || document.body;
-  const raw = (article.innerText.match(/\\$[^$\\n]{1,60}\\$|\\\\\\(|\\\\\\[/g) || []).length;
+  // The page's title as plain text (math as its TeX, lightly simplified), for the footer and
+  // the contents; and typeset in the theme's printed title, which shows the raw TeX.
+  const tex = new Map();
+  if (window.MathJax && MathJax.startup && MathJax.startup.document)
+    for (const item of MathJax.startup.document.math) tex.set(item.typesetRoot, item.math);
+  const plain = (t) => t.replace(/\\sqrt\{([^}]*)\}/g, "\u221a$1").replace(/\\(left|right)/g, "")
+    .replace(/\\([a-zA-Z]+)/g, "$1").replace(/[{}]/g, "");
+  const text = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) return node.textContent;
+    if (node.nodeType !== Node.ELEMENT_NODE || node.classList.contains("headerlink")) return "";
+    if (node.tagName.toLowerCase() === "mjx-container") return plain(tex.get(node) || "");
+    return Array.from(node.childNodes).map(text).join("");
+  };
+  const h1 = article.querySelector("h1");
+  const printed = document.querySelector("#jb-print-docs-body h1");
+  if (h1 && printed) {
+    const copy = h1.cloneNode(true);
+    copy.querySelectorAll(".headerlink").forEach((a) => a.remove());
+    printed.innerHTML = copy.innerHTML;
+  }
+  const raw = (article.innerText.match(/\$[^$\n]{1,60}\$|\\\(|\\\[/g) || []).length;
+  // Anything wider than the paper's text column would be cut at the right margin.
+  const column = article.getBoundingClientRect().right;
+  const overflow = [];
+  article.querySelectorAll("pre, table, img, .cell_output, div.highlight, mjx-container, svg")
+    .forEach((el) => {
+      if (!el.offsetParent && el.tagName.toLowerCase() !== "svg") return;   // not printed
+      const r = el.getBoundingClientRect();
+      if (r.width === 0) return;
+      const scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible";
+      if (r.right > column + 1 || scrolls)
+        overflow.push(el.tagName.toLowerCase() + ": " + (el.textContent || "").trim().slice(0, 60));
+    });
+  const shown = (sel) => Array.from(document.querySelectorAll(sel)).filter((el) => el.offsetParent).length;
   return {
-    title: (document.querySelector("h1") || {}).textContent || document.title,
+    overflow: overflow,
+    showSource: (article.innerText.match(/Show code cell (source|content|output)/g) || []).length,
+    solutionsShown: shown(".solution"),
+    title: (h1 ? text(h1) : document.title).trim(),
     math: document.querySelectorAll("mjx-container").length,
     mathErrors: document.querySelectorAll("mjx-merror").length,
     rawMath: raw,
@@ -133,7 +170,9 @@ class Printer:
                              "chromium, or set CHROMIUM=/path/to/chromium")
         self._playwright = sync_playwright().start()
         self.browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
-        self.context = self.browser.new_context(viewport={"width": 1100, "height": 1400})
+        # The viewport is as wide as the A4 text column (210 - 2 x 14 mm = 688 CSS px), so
+        # what is measured before printing (see PREPARE) is laid out as on paper.
+        self.context = self.browser.new_context(viewport={"width": 688, "height": 1000})
         self.context.set_default_timeout(60_000)
         self.problems: list[str] = []   # failed requests, requests to other hosts
         self.requests: list[str] = []   # every URL the pages asked for
@@ -178,16 +217,23 @@ class Printer:
             page.goto(self.base + name + ".html", wait_until="load")
             page.emulate_media(media="print")
             info = page.evaluate(PREPARE, [edition == "teacher", self.font_css])
+            for what in info["overflow"]:
+                self.problems.append(f"{name}: wider than the paper, cut at the margin: {what}")
+            if info["showSource"]:
+                self.problems.append(f"{name}: {info['showSource']} 'Show code cell' bars printed")
+            wanted = info["solutions"] if edition == "teacher" else 0
+            if info["solutionsShown"] != wanted:
+                self.problems.append(f"{name} ({edition}): {info['solutionsShown']} of "
+                                     f"{info['solutions']} solutions printed")
             if info["mathErrors"] or info["rawMath"]:
                 self.problems.append(f"{name}: math not typeset ({info['mathErrors']} errors, "
                                      f"{info['rawMath']} raw TeX delimiters)")
-            label = html.escape(info["title"].strip().rstrip("#").strip())
+            label = html.escape(info["title"])
             target.parent.mkdir(parents=True, exist_ok=True)
             page.pdf(path=str(target), format="A4", margin=A4_MARGIN, print_background=True,
                      display_header_footer=True, header_template="<span></span>",
                      footer_template=FOOTER.format(title=TITLE, page=label),
                      outline=True, tagged=True)
-            info["title"] = info["title"].strip().rstrip("#").strip()
             return info
         finally:
             page.close()
@@ -263,14 +309,16 @@ def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
         writer.add_page(page)
     k = 0
     for (title, reader), (_, first) in zip(readers, entries):
-        writer.add_outline_item(title, first - 1, fit=Fit.fit())
+        writer.add_outline_item(title=title, page_number=first - 1, fit=Fit.fit())
         for page in reader.pages:
-            page.merge_page(overlay.pages[k])
-            writer.add_page(page)
+            added = writer.add_page(page)
+            added.merge_page(overlay.pages[k])
+            added.compress_content_streams()  # merging decompressed them
             k += 1
     # Links from the contents to each page's first page.
     _link_contents(writer, title_pdf, entries)
     writer.add_metadata({"/Title": f"{TITLE} ({edition})"})
+    writer.compress_identical_objects()  # the fonts and images each page repeats
     with open(target, "wb") as out:
         writer.write(out)
     return start - 1
@@ -319,6 +367,8 @@ def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, fonts=FONT
         for edition in editions:
             parts = []
             for name in pages:
+                if edition == "student" and name in TEACHERS_ONLY:
+                    continue
                 target = outdir / edition / (name.replace("/", "-").replace("chapters-", "") + ".pdf")
                 info = printer.print_page(name, target, edition)
                 n = len(PdfReader(str(target)).pages)
