@@ -47,6 +47,9 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
                "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1;localhost"]
 A4_MARGIN = {"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"}
 TITLE = "Attention, computed"
+# The contents' links, as chromium prints them (it drops links to anchors that do not exist);
+# _link_contents turns each into a link to a page of the book. Nothing is ever fetched.
+PAGE_LINK = "http://attnbook-page.invalid/"
 
 __all__ = ["pages_in_order", "Printer", "make_pdfs", "main"]
 
@@ -154,8 +157,9 @@ FOOTER = """<div style="font-size:8px; width:100%; margin:0 14mm; display:flex;
 class Printer:
     """One chromium, one local server for the site; ``print_page`` writes one PDF."""
 
-    def __init__(self, site: Path, fonts: Path = FONT_PACKAGE):
-        from playwright.sync_api import sync_playwright
+    def __init__(self, site: Path, fonts: Path = FONT_PACKAGE, browser=None):
+        """``browser``: a Playwright chromium already launched with LAUNCH_ARGS (the tests'
+        shared one); by default one is launched here and closed with the printer."""
 
         self.site = Path(site).resolve()
         handler = functools.partial(type("H", (_Handler,), {"fonts": Path(fonts)}),
@@ -165,11 +169,17 @@ class Printer:
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}/"
         self.font_css = (self.base.rstrip("/") + FONT_PREFIX + "400.css"
                          if (Path(fonts) / "400.css").exists() else None)
-        if not Path(CHROMIUM).exists():
-            raise SystemExit(f"make pdf needs chromium ({CHROMIUM} not found): apt-get install "
-                             "chromium, or set CHROMIUM=/path/to/chromium")
-        self._playwright = sync_playwright().start()
-        self.browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        self._playwright = None
+        if browser is None:
+            if not Path(CHROMIUM).exists():
+                self.close_server()
+                raise SystemExit(f"make pdf needs chromium ({CHROMIUM} not found): apt-get "
+                                 "install chromium, or set CHROMIUM=/path/to/chromium")
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        self.browser = browser
         # The viewport is as wide as the A4 text column (210 - 2 x 14 mm = 688 CSS px), so
         # what is measured before printing (see PREPARE) is laid out as on paper.
         self.context = self.browser.new_context(viewport={"width": 688, "height": 1000})
@@ -177,14 +187,19 @@ class Printer:
         self.problems: list[str] = []   # failed requests, requests to other hosts
         self.requests: list[str] = []   # every URL the pages asked for
 
+    def close_server(self):
+        self.server.shutdown()
+        self.server.server_close()
+
     def close(self):
         try:
             self.context.close()
-            self.browser.close()
+            if self._playwright is not None:
+                self.browser.close()
         finally:
-            self._playwright.stop()
-            self.server.shutdown()
-            self.server.server_close()
+            if self._playwright is not None:
+                self._playwright.stop()
+            self.close_server()
 
     def __enter__(self):
         return self
@@ -254,7 +269,7 @@ class Printer:
 
 def _title_page(entries, edition: str) -> str:
     rows = "\n".join(
-        f'<tr><td><a href="#p{start}">{html.escape(title)}</a></td><td class="n">{start}</td></tr>'
+        f'<tr><td><a href="{PAGE_LINK}{start}">{html.escape(title)}</a></td><td class="n">{start}</td></tr>'
         for title, start in entries)
     what = ("Student handout: the exercises without their solutions." if edition == "student" else
             "Teacher's edition: every exercise with its solution.")
@@ -308,13 +323,14 @@ def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
     for page in PdfReader(str(title_pdf)).pages:
         writer.add_page(page)
     k = 0
-    for (title, reader), (_, first) in zip(readers, entries):
-        writer.add_outline_item(title=title, page_number=first - 1, fit=Fit.fit())
+    for title, reader in readers:
         for page in reader.pages:
             added = writer.add_page(page)
             added.merge_page(overlay.pages[k])
             added.compress_content_streams()  # merging decompressed them
             k += 1
+    for title, first in entries:  # bookmarks, once their pages are in
+        writer.add_outline_item(title=title, page_number=first - 1, fit=Fit.fit())
     # Links from the contents to each page's first page.
     _link_contents(writer, title_pdf, entries)
     writer.add_metadata({"/Title": f"{TITLE} ({edition})"})
@@ -325,8 +341,7 @@ def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
 
 
 def _link_contents(writer, title_pdf, entries):
-    """Turn each line of the contents into a link to its page (chromium's own links point
-    at #p<start> anchors that do not exist in the title page, so they are replaced here)."""
+    """Turn each line of the contents into a link to its page (see PAGE_LINK)."""
     from pypdf.annotations import Link
     from pypdf.generic import NameObject, ArrayObject
 
@@ -341,7 +356,7 @@ def _link_contents(writer, title_pdf, entries):
         for ref in annots:
             annot = ref.get_object()
             uri = annot.get("/A", {}).get("/URI", "") if annot.get("/A") else ""
-            m = re.search(r"#p(\d+)$", str(uri))
+            m = re.fullmatch(re.escape(PAGE_LINK) + r"(\d+)", str(uri))
             if m and int(m[1]) in by_start:
                 rect = [float(x) for x in annot["/Rect"]]
                 writer.add_annotation(index, Link(rect=rect, target_page_index=int(m[1]) - 1))
