@@ -20,6 +20,7 @@ after its exercise, on a sub-slide of its own (reached with the down arrow).
 from __future__ import annotations
 
 import argparse
+import base64
 import copy
 import html
 import re
@@ -218,8 +219,30 @@ def _exercises_before(notebook: Path) -> int:
     return count
 
 
-def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False):
-    """A copy of the notebook ready for nbconvert: MyST as HTML, solutions out (or on sub-slides)."""
+_IMAGE = re.compile(r"(!\[[^\]]*\]\()([^)\s]+)(\))")
+_MIME = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+         ".gif": "image/gif"}
+
+
+def _embed_images(text: str, folder: Path | None) -> str:
+    """Markdown images of local files as data: URLs (the deck is not beside figures/;
+    nbconvert's own embedding leaves SVG files out)."""
+    if folder is None:
+        return text
+
+    def embed(m):
+        path = (folder / m[2]).resolve()
+        mime = _MIME.get(path.suffix.lower())
+        if re.match(r"[a-z]+:", m[2]) or mime is None or not path.is_file():
+            return m[0]
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"{m[1]}data:{mime};base64,{data}{m[3]}"
+    return _IMAGE.sub(embed, text)
+
+
+def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False, folder=None):
+    """A copy of the notebook ready for nbconvert: MyST as HTML, solutions out (or on sub-slides);
+    ``folder``: the notebook's folder, to embed its images."""
     nb = copy.deepcopy(nb)
     numbers = _Numbers(first_exercise)
     cells, inside = [], False
@@ -230,7 +253,7 @@ def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False):
         in_solution = inside or starts
         show = cell.metadata.setdefault("slideshow", {})
         if cell.cell_type == "markdown":
-            cell.source = myst_to_html(cell.source, numbers)
+            cell.source = _embed_images(myst_to_html(cell.source, numbers), folder)
         if in_solution:
             if not solutions:
                 show["slide_type"] = "skip"
@@ -302,7 +325,7 @@ def export(outdir, notebooks, node_modules=ROOT / "node_modules", solutions=Fals
     written = []
     for path in map(Path, notebooks):
         nb = nbformat.read(path, as_version=4)
-        deck = prepare_deck(nb, _exercises_before(path) + 1, solutions)
+        deck = prepare_deck(nb, _exercises_before(path) + 1, solutions, path.parent)
         body, _ = exporter.from_notebook_node(
             deck, resources={"metadata": {"path": str(path.parent), "name": path.stem}})
         target = outdir / f"{path.stem}.slides.html"
