@@ -27,7 +27,6 @@ import argparse
 import functools
 import html
 import http.server
-import io
 import os
 import re
 import shutil
@@ -345,11 +344,11 @@ def _link_contents(writer, title_pdf, entries):
     from pypdf.annotations import Link
     from pypdf.generic import NameObject, ArrayObject
 
-    by_start = {start: start for _, start in entries}
-    for index, page in enumerate(writer.pages[: len(writer.pages)]):
+    starts = {start for _, start in entries}
+    for index, page in enumerate(writer.pages):
         annots = page.get("/Annots")
         if not annots:
-            if index > 5:
+            if index > 5:  # past the contents
                 break
             continue
         keep = ArrayObject()
@@ -357,7 +356,7 @@ def _link_contents(writer, title_pdf, entries):
             annot = ref.get_object()
             uri = annot.get("/A", {}).get("/URI", "") if annot.get("/A") else ""
             m = re.fullmatch(re.escape(PAGE_LINK) + r"(\d+)", str(uri))
-            if m and int(m[1]) in by_start:
+            if m and int(m[1]) in starts:
                 rect = [float(x) for x in annot["/Rect"]]
                 writer.add_annotation(index, Link(rect=rect, target_page_index=int(m[1]) - 1))
             else:

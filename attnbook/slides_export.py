@@ -23,6 +23,7 @@ import argparse
 import base64
 import copy
 import html
+import json
 import re
 import shutil
 import sys
@@ -206,7 +207,6 @@ def _exercises_before(notebook: Path) -> int:
     if key not in order:
         return 0
     count = 0
-    import json
     for name in order[: order.index(key)]:
         for suffix in (".ipynb", ".md"):
             path = ROOT / (name + suffix)
@@ -295,7 +295,7 @@ def copy_assets(outdir: Path, node_modules: Path) -> int:
     return sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
 
 
-def _exporter(solutions: bool):
+def _exporter():
     from nbconvert import SlidesExporter
     from traitlets.config import Config
 
@@ -321,7 +321,7 @@ def export(outdir, notebooks, node_modules=ROOT / "node_modules", solutions=Fals
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     size = copy_assets(outdir, Path(node_modules))
-    exporter = _exporter(solutions)
+    exporter = _exporter()
     written = []
     for path in map(Path, notebooks):
         nb = nbformat.read(path, as_version=4)
