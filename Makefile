@@ -15,7 +15,10 @@
 #   make pdf       print the built site to A4 PDFs in pdf/: one per chapter page and one for
 #                  the whole book, a student set (no solutions) and a teacher's set (solutions)
 #   make assets    npm ci: the front-end files slides and PDFs use (node_modules/)
-#   make student   student copies (solutions removed) into student/, ready to hand out
+#   make student   the student kit in student/: chapters without solutions, its own README,
+#                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
+#                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
+#   make student-lab  JupyterLab on student/ (what a student sees)
 #   make figures   regenerate the diagrams in figures/ (byte for byte)
 #   make clean     remove the built site, slides/, pdf/ and student/; `make distclean` also
 #                  .venv and node_modules/
@@ -43,7 +46,8 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs slides pdf assets student figures clean distclean venv torch
+.PHONY: book test lab serve outputs slides pdf assets student student-lab figures clean distclean \
+	venv torch
 
 venv: $(STAMP)
 
@@ -132,10 +136,19 @@ pdf: book $(NODE_STAMP)
 	rm -rf pdf
 	$(BIN)/python -m attnbook.handouts _build/html pdf
 
+CHAPTERS ?=
+KEY ?=
+KIT_NOTEBOOKS := $(if $(CHAPTERS),$(sort $(foreach c,$(CHAPTERS),$(wildcard chapters/$(c)*.ipynb))),$(NOTEBOOKS))
+
 student: $(STAMP)
+	@test -n "$(KIT_NOTEBOOKS)" || { echo "No chapter matches CHAPTERS=$(CHAPTERS)"; exit 1; }
 	rm -rf student
-	$(BIN)/python -m attnbook.nbtools student student $(NOTEBOOKS)
-	@echo "Student copies in student/: hand out the whole folder (notebooks, figures/, attnbook/)"
+	$(BIN)/python -m attnbook.nbtools student student $(if $(KEY),--key,) $(KIT_NOTEBOOKS)
+	@echo "The student kit is in student/: copy the whole folder; on each machine run make lab in it"
+
+student-lab: $(STAMP)
+	@test -f student/README.md || { echo "No student kit: run 'make student' first."; exit 1; }
+	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR)/student
 
 figures: $(STAMP)
 	$(BIN)/python -m attnbook.diagrams figures

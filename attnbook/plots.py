@@ -122,7 +122,7 @@ def weight_bars(weights, labels=None, *, ax=None, title=None, fmt="{:.3f}", colo
     for bar, w in zip(bars, weights):
         ax.text(bar.get_x() + bar.get_width() / 2, w + 0.01 * (ylim[1] - ylim[0]), fmt.format(w),
                 ha="center", va="bottom", fontsize=9)
-    ax.set_xticks(x, labels if labels is not None else [str(i + 1) for i in x])
+    ax.set_xticks(x, labels if labels is not None else [str(i) for i in x])
     if ylim is not None:
         ax.set_ylim(*ylim)
     if title:

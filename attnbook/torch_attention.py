@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from . import reference as ref
+from .validate import _check_mask_shape
 
 __all__ = [
     "attention",
@@ -50,7 +51,7 @@ def attention(q, k, v, mask=None, *, fully_masked="raise"):
         if mask.dtype != torch.bool:
             raise TypeError("mask must be boolean (True = may attend),\n"
                             f"got {mask.dtype}")
-        ref._check_mask_shape(mask.shape, scores.shape)
+        _check_mask_shape(mask.shape, scores.shape)
         scores = scores.masked_fill(~mask, float("-inf"))
         empty = torch.isneginf(scores).all(dim=-1, keepdim=True)  # (..., Nq, 1)
         if empty.any():

@@ -79,13 +79,17 @@ def format_cases() -> list[float]:
 
 
 def live_chapters() -> dict:
-    """chapter stem -> its live figure class (the chapters that show one)."""
+    """chapter stem -> its live figure class, for every chapter page that shows one
+    (found in the notebooks' stored widget state, by the figure's JavaScript)."""
     from attnbook import live
 
-    return {"01_three_tokens": live.InputScale, "02_soft_lookup": live.QueryLookup,
-            "04_scaling": live.TemperatureBars, "06_masking": live.MaskEditor,
-            "15_grouped_query": live.KVCacheSizes,
-            "17_flash_attention": live.FlashBlocks}
+    found = {}
+    for path in sorted((ROOT / "chapters").glob("*.ipynb")):
+        figures = live.figures_in(json.loads(path.read_text(encoding="utf-8")))
+        if figures:
+            assert all(cls is not None for cls, _ in figures), f"{path.name}: unknown live figure"
+            found[path.stem] = figures[0][0]
+    return found
 
 
 def notebook(stem):

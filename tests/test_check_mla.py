@@ -12,10 +12,30 @@ def right(q_nope, q_rope, c_kv, k_rope, w_uk):
     return (q_lat @ c_kv.T + q_rope @ k_rope.T) / np.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
 
 
+def einsum_absorbed(q_nope, q_rope, c_kv, k_rope, w_uk):
+    """Right, in one einsum (absorbed when optimized: no per-head keys)."""
+    s = np.einsum("...nd,...rd,tr->...nt", q_nope, w_uk, c_kv, optimize=True)
+    return (s + q_rope @ k_rope.T) / np.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+
+
+def naive(q_nope, q_rope, c_kv, k_rope, w_uk):
+    """The naive form: the keys rebuilt from the latents. Same numbers."""
+    k_nope = c_kv @ w_uk  # (..., T, d_nope)
+    s = q_nope @ np.swapaxes(k_nope, -1, -2) + q_rope @ k_rope.T
+    return s / np.sqrt(q_nope.shape[-1] + q_rope.shape[-1])
+
+
+def naive_per_head(q_nope, q_rope, c_kv, k_rope, w_uk):
+    if w_uk.ndim == 2:
+        return naive(q_nope, q_rope, c_kv, k_rope, w_uk)
+    return np.stack([naive(q_nope[h], q_rope[h], c_kv, k_rope, w_uk[h]) for h in range(len(w_uk))])
+
+
 def test_right_answer_passes_alone_and_in_a_tuple(capsys):
     assert check.check_absorbed_scores(right)
     assert check.check_absorbed_scores(lambda *a: (right(*a), None))
-    assert "all 4 cases passed" in capsys.readouterr().out
+    assert check.check_absorbed_scores(einsum_absorbed)
+    assert "all 5 cases passed" in capsys.readouterr().out
 
 
 def _scale(a):
@@ -57,7 +77,15 @@ WRONG = {
                                        w.reshape(-1, *w.shape[-2:])[0]),
         None),
     "keys as rows of the scores (transposed result)": (lambda *a: np.swapaxes(right(*a), -1, -2), None),
+    "the naive form: all heads' keys rebuilt (right numbers)": (naive, "this is the naive form"),
+    "the naive form, one head at a time (right numbers)": (naive_per_head, "this is the naive form"),
 }
+
+
+def test_the_naive_form_fails_on_the_memory_case_only(capsys):
+    assert not check.check_absorbed_scores(naive)
+    out = capsys.readouterr().out
+    assert "case 5/5 FAILED" in out and "4.0 MiB" in out
 
 
 @pytest.mark.parametrize("name", sorted(WRONG))

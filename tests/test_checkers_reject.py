@@ -9,9 +9,16 @@ import numpy as np
 import pytest
 
 from attnbook import check
+from attnbook.check import multihead as check_multihead_part
+from attnbook.check import self_attention as check_self_attention_part
+from attnbook.check import softmax as check_softmax_part
 from attnbook import reference as ref
 
-H = check  # the hint texts live in attnbook.check
+from attnbook.check import _wrong as H  # the hint texts of Parts I-III
+from attnbook.check import multihead as HM  # the hints of splitting and merging heads
+
+# the hint of checking.batch_rule: right without a batch axis, wrong with one
+HINT_DOT_T = ".T (or np.transpose without axes) reverses every axis"
 
 
 def flat(text):
@@ -26,7 +33,9 @@ def run(checker, fn, capsys):
     return verdict, out
 
 
-def assert_rejected(checker, fn, hint, capsys):
+def assert_rejected(checker, fn, hint, capsys, *, only=False):
+    """``only``: the report prints exactly one hint, this one (the checkers of
+    chapters 05-09 choose case sizes where no two mistakes give the same numbers)."""
     verdict, out = run(checker, fn, capsys)
     assert not verdict, out
     assert "FAILED" in out, out
@@ -34,6 +43,8 @@ def assert_rejected(checker, fn, hint, capsys):
         assert "hint:" not in out, out
     else:
         assert "hint:" in out and flat(hint) in flat(out), out
+        if only:
+            assert out.count("hint:") == 1, out
     return out
 
 
@@ -59,47 +70,9 @@ def sm_no_keepdims(s):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-# --- check_softmax -----------------------------------------------------------------
-
-SOFTMAX_WRONG = {
-    "no maximum subtracted": (sm_naive, H.HINT_NAIVE),
-    "one maximum for the whole array": (sm_global, H.HINT_GLOBAL),
-    "axis 0": (lambda x: sm(x, axis=0), H.HINT_AXIS),
-    "axis 1 (right for 2-D only)": (lambda x: sm(x, axis=1) if x.ndim > 1 else sm(x), H.HINT_AXIS),
-    "max without keepdims": (sm_no_keepdims, H.HINT_KEEPDIMS),
-    "sum without keepdims": (lambda x: np.exp(x - x.max(-1, keepdims=True))
-                             / np.exp(x - x.max(-1, keepdims=True)).sum(-1), H.HINT_KEEPDIMS),
-    "sum of the whole array": (lambda x: np.exp(x - x.max(-1, keepdims=True))
-                               / np.exp(x - x.max(-1, keepdims=True)).sum(), H.HINT_SUM_ALL),
-    "-inf replaced by 0": (lambda x: sm(np.nan_to_num(x, neginf=0.0)), None),
-}
-
-
-@pytest.mark.parametrize("name", SOFTMAX_WRONG)
-def test_softmax_rejects(name, capsys):
-    fn, hint = SOFTMAX_WRONG[name]
-    assert_rejected(check.check_softmax, fn, hint, capsys)
-
-
-# --- check_scores ------------------------------------------------------------------
-
-SCORES_WRONG = {
-    "no scale": (lambda q, k: q @ k.T, H.HINT_NO_SCALE),
-    "divided by dk": (lambda q, k: q @ k.T / k.shape[-1], H.HINT_DK),
-    "times sqrt(dk)": (lambda q, k: q @ k.T * np.sqrt(k.shape[-1]), H.HINT_TIMES),
-    "sqrt(Nk)": (lambda q, k: q @ k.T / np.sqrt(k.shape[0]), H.HINT_TOKENS),
-    "sqrt(Nq)": (lambda q, k: q @ k.T / np.sqrt(q.shape[0]), H.HINT_TOKENS),
-    "K @ Q.T": (lambda q, k: k @ q.T / np.sqrt(k.shape[-1]), H.HINT_TRANSPOSED),
-}
-
-
-@pytest.mark.parametrize("name", SCORES_WRONG)
-def test_scores_rejects(name, capsys):
-    fn, hint = SCORES_WRONG[name]
-    assert_rejected(check.check_scores, fn, hint, capsys)
-
-
-# --- check_attention -------------------------------------------------------------------
+# --- Part I's checkers (check_softmax, check_scores, check_attention, check_soft_lookup,
+# check_temperature_softmax): their wrong answers are in tests/test_checkers_reject_softmax.py.
+# The two right answers below are used by the tests of every checker at the end of this file.
 
 def attention(Q, K, V, scale=None, softmax=sm, transpose=False):
     S = (K @ Q.T) if transpose else Q @ K.T
@@ -108,110 +81,12 @@ def attention(Q, K, V, scale=None, softmax=sm, transpose=False):
     return W @ V, W
 
 
-ATTENTION_WRONG = {
-    "no scale": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: 1)[0], H.HINT_NO_SCALE),
-    "divided by dk": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: k.shape[1])[0], H.HINT_DK),
-    "times sqrt(dk)": (lambda Q, K, V: attention(
-        Q, K, V, lambda q, k, v: 1 / np.sqrt(k.shape[1]))[0], H.HINT_TIMES),
-    "sqrt(dv)": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: np.sqrt(v.shape[1]))[0],
-                 H.HINT_DV),
-    "sqrt(Nk)": (lambda Q, K, V: attention(Q, K, V, lambda q, k, v: np.sqrt(len(k)))[0],
-                 H.HINT_TOKENS),
-    "softmax over axis 0": (lambda Q, K, V: attention(
-        Q, K, V, softmax=lambda s: sm(s, axis=0))[0], H.HINT_AXIS),
-    "naive softmax": (lambda Q, K, V: attention(Q, K, V, softmax=sm_naive)[0], H.HINT_NAIVE),
-    "global maximum": (lambda Q, K, V: attention(Q, K, V, softmax=sm_global)[0], H.HINT_GLOBAL),
-    "max without keepdims": (lambda Q, K, V: attention(Q, K, V, softmax=sm_no_keepdims)[0],
-                             H.HINT_KEEPDIMS),
-    "K @ Q.T": (lambda Q, K, V: attention(Q, K, V, transpose=True)[0], H.HINT_TRANSPOSED),
-    "returns the weights": (lambda Q, K, V: attention(Q, K, V)[1], H.HINT_WEIGHTS),
-    "returns (weights, output)": (lambda Q, K, V: attention(Q, K, V)[::-1], H.HINT_WEIGHTS),
-    "right output, weights before the softmax": (
-        lambda Q, K, V: (attention(Q, K, V)[0], Q @ K.T / np.sqrt(K.shape[1])), None),
-    "weights @ V without the softmax": (lambda Q, K, V: (Q @ K.T / np.sqrt(K.shape[1])) @ V, None),
-}
-
-
-@pytest.mark.parametrize("name", ATTENTION_WRONG)
-def test_attention_rejects(name, capsys):
-    fn, hint = ATTENTION_WRONG[name]
-    assert_rejected(check.check_attention, fn, hint, capsys)
-
-
-def test_attention_labels_compute_the_largest_score(capsys):
-    first = check.attention_cases()[0]
-    q, k, _ = first.args
-    top = (q @ k.T / np.sqrt(k.shape[-1])).max()
-    assert f"{top:.2f}" in first.label and f"{top:.2f}" == "504.87"
-    assert "290" not in " ".join(c.label for c in check.attention_cases())
-    # the overflow case really overflows a naive exp, the offsets case really underflows a global one
-    with np.errstate(all="ignore"):
-        for case in check.attention_cases()[4:]:
-            q, k, v = case.args
-            s = q @ k.T / np.sqrt(k.shape[-1])
-            assert np.isnan(sm_naive(s)).any() or np.isnan(sm_global(s)).any()
-
-
-# --- check_soft_lookup -------------------------------------------------------------------
-
-def lookup(query, keys, values, softmax=sm, scale=1.0):
-    return softmax(keys @ query / scale) @ values
-
-
-SOFT_LOOKUP_WRONG = {
-    "naive softmax": (lambda q, k, v: lookup(q, k, v, sm_naive), H.HINT_NAIVE),
-    "scaled by sqrt(d)": (lambda q, k, v: lookup(q, k, v, scale=np.sqrt(len(q))), "no scale"),
-    "argmax one-hot": (lambda q, k, v: np.eye(len(k))[np.argmax(k @ q)] @ v, "a hard lookup"),
-    "value of the best key": (lambda q, k, v: v[np.argmax(k @ q)], "the single best key"),
-    "not normalised": (lambda q, k, v: np.exp(k @ q - (k @ q).max()) @ v, "without dividing"),
-    "ignores the query": (lambda q, k, v: v.mean(axis=0), "the query is ignored"),
-    "returns the weights": (lambda q, k, v: sm(k @ q), "this is the weights"),
-}
-
-
-@pytest.mark.parametrize("name", SOFT_LOOKUP_WRONG)
-def test_soft_lookup_rejects(name, capsys):
-    fn, hint = SOFT_LOOKUP_WRONG[name]
-    assert_rejected(check.check_soft_lookup, fn, hint, capsys)
-
-
-# --- check_temperature_softmax --------------------------------------------------------------
-
-def softmax_t(x, t, *, zero_max="row", times=False, softmax=sm, ties="split", axis=-1):
+def softmax_t(x, t):
     x = np.asarray(x, dtype=float)
     if t == 0:
-        m = x.max() if zero_max == "global" else x.max(axis=axis, keepdims=True)
-        hot = (x == m).astype(float)
-        if ties == "first":
-            return np.eye(x.shape[-1])[np.argmax(x, axis=-1)]
-        if ties == "none":
-            return hot
-        return hot / hot.sum(axis=axis, keepdims=True)
-    return softmax(x * t if times else x / t)
-
-
-TEMPERATURE_WRONG = {
-    "x * t": (lambda x, t: softmax_t(x, t, times=True), "x * t instead of x / t"),
-    "naive": (lambda x, t: softmax_t(x, t, softmax=sm_naive), H.HINT_NAIVE),
-    "global maximum, t > 0": (lambda x, t: softmax_t(x, t, softmax=sm_global), H.HINT_GLOBAL),
-    "global maximum in the t = 0 branch": (lambda x, t: softmax_t(x, t, zero_max="global"),
-                                           "(in the t = 0 branch)"),
-    "wrong axis": (lambda x, t: softmax_t(x, t, softmax=lambda s: sm(s, axis=0), axis=0),
-                   H.HINT_AXIS),
-    "argmax at t = 0 (ties not split)": (lambda x, t: softmax_t(x, t, ties="first"),
-                                         "argmax picks only the first maximum"),
-    "one-hot not normalised": (lambda x, t: softmax_t(x, t, ties="none"),
-                               "divided by the number of maxima"),
-    "t = 0 divides by zero": (lambda x, t: sm(np.asarray(x, float) / t), None),
-    "t = 0 returns uniform weights": (lambda x, t: sm(x / t) if t else np.full(
-        np.shape(x), 1 / np.shape(x)[-1]), None),
-}
-
-
-@pytest.mark.parametrize("name", TEMPERATURE_WRONG)
-def test_temperature_softmax_rejects(name, capsys):
-    fn, hint = TEMPERATURE_WRONG[name]
-    assert_rejected(check.check_temperature_softmax, fn, hint, capsys)
+        hot = (x == x.max(axis=-1, keepdims=True)).astype(float)
+        return hot / hot.sum(axis=-1, keepdims=True)
+    return sm(x / t)
 
 
 # --- check_self_attention_batched ---------------------------------------------------------
@@ -249,15 +124,43 @@ SELF_WRONG = {
     "W_q and W_k swapped": (lambda x, wq, wk, wv: self_attention(x, wk, wq, wv)[0],
                             H.HINT_TRANSPOSED),
     "the batch flattened into one sequence": (mixed_batch, H.HINT_MIX_BATCH),
-    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv), None),
+    # raises on the batch; the hint is about the later case that runs (no scale either)
+    "k.T on a batch, no scale": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T) @ (x @ wv),
+                                 "which runs: " + H.HINT_NO_SCALE),
+    "k.T on a batch": (lambda x, wq, wk, wv: sm((x @ wq) @ (x @ wk).T / 2.0) @ (x @ wv),
+                       HINT_DOT_T),
+    "np.transpose(k) on a batch, scaled first": (
+        lambda x, wq, wk, wv: sm((x @ wq) / np.sqrt(wk.shape[1]) @ np.transpose(x @ wk))
+        @ (x @ wv), HINT_DOT_T),
+    "np.dot(q, k.T)": (lambda x, wq, wk, wv: sm(np.dot(x @ wq, (x @ wk).T) / 2) @ (x @ wv),
+                       HINT_DOT_T),
+    "np.dot with swapaxes": (lambda x, wq, wk, wv: sm(np.dot(
+        x @ wq, (x @ wk).swapaxes(-2, -1)) / np.sqrt(wk.shape[1])) @ (x @ wv), H.HINT_NP_DOT),
+    "k.transpose(0, 2, 1): no unbatched input": (lambda x, wq, wk, wv: sm(
+        (x @ wq) @ (x @ wk).transpose(0, 2, 1) / np.sqrt(wk.shape[1])) @ (x @ wv),
+        H.HINT_TRANSPOSE_021),
+    "sqrt(k.shape[0]) = sqrt(B) for a batch": (
+        lambda *a: self_attention(*a, scale=lambda x, q, k, v: np.sqrt(k.shape[0]))[0],
+        H.HINT_BATCH_SIZE),
+    "times sqrt(dk)": (lambda *a: self_attention(
+        *a, scale=lambda x, q, k, v: 1 / np.sqrt(k.shape[-1]))[0], H.HINT_TIMES),
     "returns the weights": (lambda *a: self_attention(*a)[1], H.HINT_WEIGHTS),
+    "the scores, never softmaxed": (lambda *a: self_attention(
+        *a, softmax=lambda s: s)[0], None),
+    "max without keepdims": (lambda *a: self_attention(*a, softmax=sm_no_keepdims)[0],
+                             H.HINT_KEEPDIMS),
+    "returns (weights, output)": (lambda *a: self_attention(*a)[::-1], H.HINT_WEIGHTS),
+    "values not projected": (lambda x, wq, wk, wv: sm(
+        (x @ wq) @ (x @ wk).swapaxes(-2, -1) / np.sqrt(wk.shape[1])) @ x, "the values are x"),
+    "keys projected with W_q": (lambda x, wq, wk, wv: self_attention(x, wq, wq, wv)[0],
+                                "projected with W_q"),
 }
 
 
 @pytest.mark.parametrize("name", SELF_WRONG)
 def test_self_attention_batched_rejects(name, capsys):
     fn, hint = SELF_WRONG[name]
-    assert_rejected(check.check_self_attention_batched, fn, hint, capsys)
+    assert_rejected(check.check_self_attention_batched, fn, hint, capsys, only=True)
 
 
 # --- check_causal_mask --------------------------------------------------------------------------
@@ -272,17 +175,25 @@ CAUSAL_WRONG = {
     "0/1 floats": (lambda n: np.tril(np.ones((n, n))), None),
     "additive 0/-inf": (lambda n: np.where(np.tril(np.ones((n, n))) == 1, 0.0, -np.inf), None),
     "extra axis (1, n, n)": (lambda n: np.tril(np.ones((1, n, n), dtype=bool)), None),
+    "np.tri(n): floats": (lambda n: np.tri(n), None),
+    "np.ones(n, n)": (lambda n: np.tril(np.ones(n, n)), "the shape as one tuple"),
+    "a list of lists of bools, from a loop": (
+        lambda n: [[j <= i for j in range(n)] for i in range(n)], None),
+    "a list of lists of 0/1": (lambda n: [[int(j <= i) for j in range(n)] for i in range(n)],
+                               None),
 }
 
 
 @pytest.mark.parametrize("name", CAUSAL_WRONG)
 def test_causal_mask_rejects(name, capsys):
     fn, hint = CAUSAL_WRONG[name]
-    out = assert_rejected(check.check_causal_mask, fn, hint, capsys)
+    out = assert_rejected(check.check_causal_mask, fn, hint, capsys, only=True)
     if name == "additive 0/-inf":
         assert "additive 0/-inf mask" in flat(out) and "mask == 0" in out
-    if name == "0/1 floats":
+    if name in ("0/1 floats", "np.tri(n): floats"):
         assert ".astype(bool)" in out
+    if name.startswith("a list of lists"):
+        assert "returned a Python list" in flat(out) and "np.array(..., dtype=bool)" in flat(out)
 
 
 # --- check_padding_mask ---------------------------------------------------------------------
@@ -303,13 +214,28 @@ PADDING_WRONG = {
     "< lengths - 1": (lambda lengths, n: (np.arange(n) < np.asarray(lengths)[:, None] - 1)[:, None],
                       "the last real key"),
     "ints": (lambda lengths, n: real(lengths, n)[:, None].astype(int), None),
+    "rows and columns hidden (B, n, n)": (
+        lambda lengths, n: real(lengths, n)[:, None] & real(lengths, n)[:, :, None],
+        "also hides the padded queries' rows"),
+    "keys repeated for every query (B, n, n)": (
+        lambda lengths, n: np.broadcast_to(real(lengths, n)[:, None],
+                                           (len(lengths), n, n)).copy(),
+        "repeated for every query"),
+    "a list of lists, from a loop": (
+        lambda lengths, n: [[[j < L for j in range(n)]] for L in lengths], None),
+    "lengths without [:, None]": (lambda lengths, n: (np.arange(n) < lengths)[:, None],
+                                  "compare every position with every length"),
 }
 
 
 @pytest.mark.parametrize("name", PADDING_WRONG)
 def test_padding_mask_rejects(name, capsys):
     fn, hint = PADDING_WRONG[name]
-    assert_rejected(check.check_padding_mask, fn, hint, capsys)
+    out = assert_rejected(check.check_padding_mask, fn, hint, capsys, only=True)
+    if name == "ints":
+        assert ".astype(bool)" in out
+    if name.startswith("a list of lists"):
+        assert "returned a Python list" in flat(out) and "np.array(..., dtype=bool)" in flat(out)
 
 
 # --- check_cross_attention ---------------------------------------------------------------------
@@ -338,13 +264,33 @@ CROSS_WRONG = {
     "W_q and W_k swapped": (lambda xq, xv, wq, wk, wv: cross(xq, xv, wk, wq, wv)[0],
                             H.HINT_TRANSPOSED),
     "returns the weights": (lambda *a: cross(*a)[1], H.HINT_WEIGHTS),
+    "no scale, Nq = Nk case first fails": (lambda *a: cross(
+        *a, scale=lambda x, q, k, v: 1.0)[0], H.HINT_NO_SCALE),
+    "sqrt(Nq)": (lambda *a: cross(*a, scale=lambda x, q, k, v: np.sqrt(q.shape[-2]))[0],
+                 H.HINT_TOKENS),
+    "divided by dk": (lambda *a: cross(*a, scale=lambda x, q, k, v: k.shape[-1])[0], H.HINT_DK),
+    "sqrt(k.shape[0]) = sqrt(B) for a batch": (
+        lambda *a: cross(*a, scale=lambda x, q, k, v: np.sqrt(k.shape[0]))[0],
+        H.HINT_BATCH_SIZE),
+    "k.T on a batch": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).T / np.sqrt(wk.shape[1])) @ (xv @ wv), HINT_DOT_T),
+    "np.dot with swapaxes": (lambda xq, xv, wq, wk, wv: sm(np.dot(
+        xq @ wq, (xv @ wk).swapaxes(-2, -1)) / np.sqrt(wk.shape[1])) @ (xv @ wv),
+        H.HINT_NP_DOT),
+    "k.transpose(0, 2, 1): no unbatched input": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).transpose(0, 2, 1) / np.sqrt(wk.shape[1])) @ (xv @ wv),
+        H.HINT_TRANSPOSE_021),
+    "max without keepdims": (lambda *a: cross(*a, softmax=sm_no_keepdims)[0], H.HINT_KEEPDIMS),
+    "values not projected": (lambda xq, xv, wq, wk, wv: sm(
+        (xq @ wq) @ (xv @ wk).swapaxes(-2, -1) / np.sqrt(wk.shape[1])) @ xv,
+        "the values are xv"),
 }
 
 
 @pytest.mark.parametrize("name", CROSS_WRONG)
 def test_cross_attention_rejects(name, capsys):
     fn, hint = CROSS_WRONG[name]
-    assert_rejected(check.check_cross_attention, fn, hint, capsys)
+    assert_rejected(check.check_cross_attention, fn, hint, capsys, only=True)
 
 
 # --- check_multihead_list ----------------------------------------------------------------------
@@ -376,6 +322,35 @@ def mh(x, W_qs, W_ks, W_vs, W_o, mask=None, *, hs=None, scale=None, axis=-1, com
         return np.concatenate(outs, axis=-1)
     if combine == "tokens":
         return np.concatenate(outs, axis=1) @ W_o
+    if combine == "rows_h":
+        return sum(o @ W_o[h:h + HS] for h, o in enumerate(outs))
+    if combine == "first_rows":
+        return sum(o @ W_o[:HS] for o in outs)
+    if combine == "columns":
+        return sum(o @ W_o[:, h * HS:(h + 1) * HS] for h, o in enumerate(outs))
+    if combine == "split_columns":
+        return sum(o @ w for o, w in zip(outs, np.split(W_o, NH, axis=1)))
+    return np.concatenate(outs, axis=-1) @ W_o
+
+
+def mh_answer_key(x, W_qs, W_ks, W_vs, W_o, mask=None, *, invert=False):
+    """The sum form with the answer key's attention for each head."""
+    HS = W_qs[0].shape[1]
+    m = None if mask is None else (~mask if invert else mask)
+    return sum(ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, m)[0]
+               @ W_o[h * HS:(h + 1) * HS]
+               for h, (wq, wk, wv) in enumerate(zip(W_qs, W_ks, W_vs)))
+
+
+def mh_ref_softmax(x, W_qs, W_ks, W_vs, W_o, mask=None):
+    """The chapter's attention_head (answer key's softmax) with the mask inverted."""
+    outs = []
+    for wq, wk, wv in zip(W_qs, W_ks, W_vs):
+        q, k, v = x @ wq, x @ wk, x @ wv
+        s = q @ k.swapaxes(-2, -1) / np.sqrt(k.shape[-1])
+        if mask is not None:
+            s = np.where(~mask, s, -np.inf)
+        outs.append(ref.softmax(s, axis=-1) @ v)
     return np.concatenate(outs, axis=-1) @ W_o
 
 
@@ -396,18 +371,37 @@ MULTIHEAD_WRONG = {
     "no W_o": (lambda *a, **k: mh(*a, **k, combine="no_wo"), "W_o is not applied"),
     "the first head's matrices for every head": (lambda *a, **k: mh(*a, **k, same=True),
                                                  "every head uses the first head's"),
-    "concatenated along the tokens": (lambda *a, **k: mh(*a, **k, combine="tokens"), None),
+    "concatenated along the tokens": (lambda *a, **k: mh(*a, **k, combine="tokens"),
+                                      "along the tokens"),
+    "W_o[h:h + HS]": (lambda *a, **k: mh(*a, **k, combine="rows_h"), "start at h * HS"),
+    "W_o[:HS] for every head": (lambda *a, **k: mh(*a, **k, combine="first_rows"),
+                                "the first HS rows of W_o"),
+    "W_o sliced by columns": (lambda *a, **k: mh(*a, **k, combine="columns"),
+                              "Slicing W_o's columns"),
+    "np.split(W_o, NH, axis=1)": (lambda *a, **k: mh(*a, **k, combine="split_columns"),
+                                  "Slicing W_o's columns"),
+    "mask inverted, answer key per head": (lambda *a, **k: mh_answer_key(*a, **k, invert=True),
+                                           "is the mask inverted?"),
+    "mask inverted, answer key's softmax": (mh_ref_softmax, "is the mask inverted?"),
 }
 
 
 @pytest.mark.parametrize("name", MULTIHEAD_WRONG)
 def test_multihead_list_rejects(name, capsys):
     fn, hint = MULTIHEAD_WRONG[name]
-    assert_rejected(check.check_multihead_list, fn, hint, capsys)
+    out = assert_rejected(check.check_multihead_list, fn, hint, capsys, only=True)
+    if name.startswith("mask inverted, answer key"):
+        # the answer key's error is printed as one paragraph (its own line breaks
+        # used to cut it into pieces that read as unfinished sentences)
+        raised = out[out.index("    your function raised"):out.index("    hint:")]
+        lines = raised.rstrip("\n").split("\n")
+        assert all(line.startswith(" " * 8) for line in lines[1:]), raised
+    if name == "mask inverted, answer key's softmax":
+        assert flat(out).count("masked: check the mask (True = may attend).") == 1, out
 
 
 def test_multihead_list_has_a_case_where_d_over_nh_is_not_hs():
-    for case in check.multihead_list_cases():
+    for case in check_multihead_part.multihead_list_cases():
         x, W_qs = case.args[0], case.args[1]
         if W_qs[0].shape[1] != x.shape[-1] // len(W_qs):
             break
@@ -424,13 +418,16 @@ SPLIT_WRONG = {
                             "head h got the columns h, h + NH"),
     "heads on the last axis": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).transpose(0, 1, 3, 2),
                                None),
+    ".T on the 4-D array": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).T, ".T reverses every axis"),
+    "transpose(0, 2, 1) on 4 axes": (lambda x, nh: x.reshape(*x.shape[:2], nh, -1).transpose(0, 2, 1),
+                                     "lists 3 axes for a 4-D array"),
 }
 
 
 @pytest.mark.parametrize("name", SPLIT_WRONG)
 def test_split_heads_rejects(name, capsys):
     fn, hint = SPLIT_WRONG[name]
-    assert_rejected(check.check_split_heads, fn, hint, capsys)
+    assert_rejected(check.check_split_heads, fn, hint, capsys, only=True)
 
 
 MERGE_WRONG = {
@@ -438,13 +435,17 @@ MERGE_WRONG = {
     "interleaved": (lambda h: h.transpose(0, 2, 3, 1).reshape(h.shape[0], h.shape[2], -1),
                     "columns are interleaved"),
     "only the first head": (lambda h: h[:, 0], None),
+    ".T before the reshape": (lambda h: h.T.reshape(h.shape[0], h.shape[2], -1),
+                              ".T reverses every axis"),
+    "transpose(0, 2, 1) on 4 axes": (lambda h: h.transpose(0, 2, 1).reshape(h.shape[0], h.shape[2], -1),
+                                     "lists 3 axes for a 4-D array"),
 }
 
 
 @pytest.mark.parametrize("name", MERGE_WRONG)
 def test_merge_heads_rejects(name, capsys):
     fn, hint = MERGE_WRONG[name]
-    assert_rejected(check.check_merge_heads, fn, hint, capsys)
+    assert_rejected(check.check_merge_heads, fn, hint, capsys, only=True)
 
 
 # --- the right answers pass, in both return forms -----------------------------------------------
@@ -581,17 +582,22 @@ def test_run_cases_reports_a_learner_exception_with_a_hint_when_a_mistake_raises
 # --- every known mistake in attnbook.check is itself rejected, with its own hint -----------
 
 MISTAKE_LISTS = {
-    "check_softmax": check._softmax_mistakes,
-    "check_scores": check._scores_mistakes,
-    "check_attention": check._attention_mistakes,
-    "check_soft_lookup": check._soft_lookup_mistakes,
-    "check_temperature_softmax": check._temperature_mistakes,
-    "check_self_attention_batched": check._self_mistakes,
-    "check_causal_mask": check._causal_mistakes,
-    "check_padding_mask": check._padding_mistakes,
-    "check_cross_attention": check._cross_mistakes,
-    "check_multihead_list": check._multihead_mistakes,
+    "check_softmax": check_softmax_part._softmax_mistakes,
+    "check_scores": check_softmax_part._scores_mistakes,
+    "check_attention": check_softmax_part._attention_mistakes,
+    "check_soft_lookup": check_softmax_part._soft_lookup_mistakes,
+    "check_temperature_softmax": check_softmax_part._temperature_mistakes,
+    "check_self_attention_batched": check_self_attention_part._self_mistakes,
+    "check_causal_mask": check_self_attention_part._causal_mistakes,
+    "check_padding_mask": check_self_attention_part._padding_mistakes,
+    "check_cross_attention": check_self_attention_part._cross_mistakes,
+    "check_multihead_list": check_multihead_part._multihead_mistakes,
 }
+
+
+# the checkers of chapters 05-08, whose case sizes keep different mistakes apart
+ONE_HINT = {"check_self_attention_batched", "check_causal_mask", "check_padding_mask",
+            "check_cross_attention", "check_multihead_list"}
 
 
 @pytest.mark.parametrize("checker", MISTAKE_LISTS)
@@ -600,3 +606,5 @@ def test_every_known_mistake_is_rejected_with_its_hint(checker, capsys):
         verdict, out = run(getattr(check, checker), mistake.fn, capsys)
         assert not verdict, mistake.hint
         assert flat(mistake.hint) in flat(out), (mistake.hint, out)
+        if checker in ONE_HINT:  # its own hint and no other: no two mistakes coincide
+            assert out.count("hint:") == 1, (mistake.hint, out)

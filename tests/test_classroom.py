@@ -203,7 +203,8 @@ def test_image_alt_text_is_on_one_line(path):
 @pytest.fixture(scope="module")
 def student_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("student")
-    nbtools.write_student_copies(out, NOTEBOOKS)
+    # the whole answer key (key=True): sealing executes the chapters once (tests/test_student_kit.py)
+    nbtools.write_student_copies(out, NOTEBOOKS, key=True)
     return out
 
 

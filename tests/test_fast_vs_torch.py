@@ -8,33 +8,24 @@ Runs only when PyTorch is installed (`make torch`); otherwise skipped with
 that reason.
 """
 
-import importlib.util
 import warnings
 
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-REASON = "needs torch, which is not installed: run `make torch`"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = F = SDPBackend = sdpa_kernel = causal_lower_right = None
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", F="torch.nn.functional",
+                   SDPBackend="torch.nn.attention:SDPBackend",
+                   sdpa_kernel="torch.nn.attention:sdpa_kernel",
+                   causal_lower_right="torch.nn.attention.bias:causal_lower_right")
 
 TIGHT = dict(rtol=1e-10, atol=1e-12)
 # The candidates, fixed at collection (finding which run needs torch); backends() says which
 # run here, and a test of one that does not is skipped with that reason.
 CANDIDATES = ("MATH", "FLASH_ATTENTION", "EFFICIENT_ATTENTION")
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, F, SDPBackend, sdpa_kernel, causal_lower_right
-    torch = pytest.importorskip("torch", reason=REASON)
-    F = torch.nn.functional
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-    from torch.nn.attention.bias import causal_lower_right
 
 
 def backends():
@@ -54,7 +45,7 @@ def backends():
 
 
 @pytest.fixture(scope="module")
-def running_backends(_import_torch):
+def running_backends(_imports):
     return backends()
 
 

@@ -235,6 +235,10 @@ def unscaled(q, k, v, window):
     return good_rolling(q * np.sqrt(q.shape[1]), k, v, window)
 
 
+def scaled_by_dv(q, k, v, window):
+    return good_rolling(q * np.sqrt(q.shape[1] / v.shape[1]), k, v, window)
+
+
 def window_minus_one(q, k, v, window):
     return good_rolling(q, k, v, max(window - 1, 1))
 
@@ -261,6 +265,7 @@ def test_rolling_checker_stub(capsys):
     (window_plus_one, "window + 1 keys"),
     (unscaled, "not scaled"),
     (window_minus_one, "window - 1 keys"),
+    (scaled_by_dv, "sqrt(d_v)"),
 ])
 def test_rolling_checker_names_the_mistake(capsys, bad, hint):
     assert not check.check_rolling_attention(bad)
@@ -281,3 +286,138 @@ def test_rolling_checker_names_the_mistake(capsys, bad, hint):
 def test_rolling_checker_survives_odd_answers(capsys, bad, report):
     assert not check.check_rolling_attention(bad)
     assert report in capsys.readouterr().out
+
+
+# --- check_cached_attention (page 1's exercise: one head's decode step) ----------
+
+def good_cached(q, k, v, k_cache, v_cache):
+    start, n = len(k_cache), len(q)
+    pos = np.arange(start, start + n)
+    q, k = ref.rope(q, pos), ref.rope(k, pos)
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    out, _ = ref.scaled_dot_product_attention(q, k_cache, v_cache, ref.causal_mask(n, start + n))
+    return out, k_cache, v_cache
+
+
+def cached_loop(q, k, v, k_cache, v_cache):
+    """Right, one new row at a time, returning lists."""
+    kc, vc, outs = list(k_cache), list(v_cache), []
+    for i in range(len(q)):
+        p = len(kc)
+        kc.append(ref.rope(k[i:i + 1], [p])[0])
+        vc.append(v[i])
+        s = np.array(kc) @ ref.rope(q[i:i + 1], [p])[0] / np.sqrt(q.shape[1])
+        outs.append(softmax(s) @ np.array(vc))
+    return outs, kc, vc
+
+
+def _step(**kw):
+    from attnbook.check.kv_cache import _cached_step
+    return lambda *a: _cached_step(*a, **kw)
+
+
+def attend_then_append(q, k, v, k_cache, v_cache):
+    start, n = len(k_cache), len(q)
+    pos = np.arange(start, start + n)
+    q, k = ref.rope(q, pos), ref.rope(k, pos)
+    out, _ = ref.scaled_dot_product_attention(q, k_cache, v_cache, ref.causal_mask(n, start))
+    return out, np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+
+
+def attend_then_append_numpy(q, k, v, k_cache, v_cache):
+    start, n = len(k_cache), len(q)
+    pos = np.arange(start, start + n)
+    q, k = ref.rope(q, pos), ref.rope(k, pos)
+    s = q @ k_cache.T / np.sqrt(q.shape[1])       # (n, T): empty at first
+    w = np.exp(s - s.max(axis=-1, keepdims=True))  # raises on the empty cache
+    out = (w / w.sum(axis=-1, keepdims=True)) @ v_cache
+    return out, np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+
+
+def is_causal_mask(q, k, v, k_cache, v_cache):
+    start, n = len(k_cache), len(q)
+    pos = np.arange(start, start + n)
+    q, k = ref.rope(q, pos), ref.rope(k, pos)
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    top_left = np.tril(np.ones((n, start + n), dtype=bool))
+    return ref.scaled_dot_product_attention(q, k_cache, v_cache, top_left)[0], k_cache, v_cache
+
+
+def positions_from_zero(q, k, v, k_cache, v_cache):
+    """The bug of page 1's second exercise, in one head."""
+    start, n = len(k_cache), len(q)
+    q, k = ref.rope(q, np.arange(n)), ref.rope(k, np.arange(n))
+    k_cache, v_cache = np.concatenate([k_cache, k]), np.concatenate([v_cache, v])
+    out, _ = ref.scaled_dot_product_attention(q, k_cache, v_cache, ref.causal_mask(n, start + n))
+    return out, k_cache, v_cache
+
+
+# The wrong answers a learner plausibly writes, and the words of the hint that
+# must name each.
+CACHED_WRONG = {
+    "positions from 0 in every step": (positions_from_zero, "positions 0, 1"),
+    "positions from 0 (the knob)": (_step(offset=False), "positions 0, 1"),
+    "top-left mask (is_causal)": (is_causal_mask, "aligned top-left"),
+    "no mask": (_step(mask="none"), "no causal mask"),
+    "queries not rotated": (_step(rotate_q=False), "queries are not rotated"),
+    "values rotated": (_step(rotate_v=True), "values are rotated"),
+    "unscaled": (_step(scale="none"), "not scaled"),
+    "scaled by sqrt(d_v)": (_step(scale="v"), "sqrt(d_v)"),
+    "attends before appending (raises on the empty cache)": (attend_then_append,
+                                                            "BEFORE attending"),
+    "attends before appending, in NumPy (raises: zero-size)": (attend_then_append_numpy,
+                                                              "BEFORE attending"),
+    "attends before appending (zeros for an empty cache)": (_step(append_first=False),
+                                                           "before their keys are appended"),
+    "new rows put in front of the cache": (_step(prepend=True), "in front of the cache"),
+    "cached keys rotated again": (_step(rerotate=True), "rotated again"),
+    "cache of unrotated keys, all rotated every step": (_step(cache_rotated=False),
+                                                       "keys before RoPE"),
+    "only the output returned": (lambda *a: good_cached(*a)[0], "return the tuple"),
+    "caches not grown": (lambda q, k, v, kc, vc: (good_cached(q, k, v, kc, vc)[0], kc, vc),
+                         "append the new keys"),
+    "k and v caches swapped": (lambda *a: (lambda o, kc, vc: (o, vc, kc))(*good_cached(*a)),
+                               None),
+}
+
+
+def test_cached_attention_checker_passes_right_answers(capsys):
+    assert check.check_cached_attention(good_cached)
+    assert check.check_cached_attention(cached_loop)
+    assert check.check_cached_attention(lambda *a: list(good_cached(*a)))
+    assert "all 4 cases passed" in capsys.readouterr().out
+
+
+def test_cached_attention_checker_stub(capsys):
+    assert not check.check_cached_attention(stub)
+    assert "not done yet" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", sorted(CACHED_WRONG))
+def test_cached_attention_checker_names_the_mistake(capsys, name):
+    bad, hint = CACHED_WRONG[name]
+    assert not check.check_cached_attention(bad)
+    out = capsys.readouterr().out
+    assert all(len(line) <= 79 for line in out.splitlines()), out
+    assert "FAILED" in out
+    assert hint is None or hint in " ".join(out.split())
+
+
+@pytest.mark.parametrize("bad", [lambda *a: None, lambda *a: (1, 2, 3), lambda *a: ("a", "b", "c"),
+                                 lambda q, k: q, lambda *a: 1 / 0])
+def test_cached_attention_checker_survives_odd_answers(capsys, bad):
+    assert not check.check_cached_attention(bad)
+    assert "FAILED" in capsys.readouterr().out
+
+
+# --- the decoder page 2 imports ------------------------------------------------
+
+def test_the_packaged_decoder_caches_exactly():
+    from attnbook import kv_decoder as dec
+    prompt = np.array([0, 1, 3, 4, 0])
+    ids, rows = dec.generate(prompt, 6)
+    ids_c, rows_c = dec.generate_cached(prompt, 6)
+    assert ids == ids_c and np.allclose(rows, rows_c, rtol=0, atol=1e-12)
+    dec.FLOPS[0] = 0
+    dec.forward_cached(prompt[:1], dec.new_cache())
+    assert dec.FLOPS[0] > 0  # the counter counts

@@ -7,29 +7,16 @@ Skipped, with the reason, when torch or transformers is missing (`make torch`
 installs both).
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-TORCH = "needs torch, which is not installed: run `make torch`"
-TRANSFORMERS = "needs transformers, which is not installed: run `make torch`"
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH),
-    pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=TRANSFORMERS)]
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch and transformers' modeling code cost seconds to import.
-torch = sliding_window_causal_mask_function = None
+pytestmark = needs("torch", "transformers")
+_imports = imports(globals(), torch="torch",
+                   sliding_window_causal_mask_function="transformers.masking_utils:sliding_window_causal_mask_function")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch_and_transformers():
-    global torch, sliding_window_causal_mask_function
-    torch = pytest.importorskip("torch", reason=TORCH)
-    pytest.importorskip("transformers", reason=TRANSFORMERS)
-    from transformers.masking_utils import sliding_window_causal_mask_function
 
 CASES = [(6, 6, 3), (1, 9, 4), (3, 8, 4), (5, 5, 1), (2, 4, 10), (4, 12, 4096)]
 

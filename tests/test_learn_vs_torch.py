@@ -1,4 +1,5 @@
-"""attention_backward and cross_entropy against PyTorch autograd (float64).
+"""attention_backward, self_attention_backward and cross_entropy against PyTorch
+autograd (float64).
 
 Skipped, with the reason, when torch is missing (`make torch` installs it).
 Two references: torch's own scaled_dot_product_attention (boolean mask, True
@@ -9,25 +10,15 @@ scale forgotten, dA transposed, the rowsum over the wrong axis, dK without
 its transpose) to show that it would catch the mistake.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-REASON = "needs torch, which is not installed: run `make torch`"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = F = None
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", F="torch.nn.functional")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, F
-    torch = pytest.importorskip("torch", reason=REASON)
-    F = torch.nn.functional
 
 RNG = np.random.default_rng(161)
 
@@ -141,3 +132,35 @@ def test_cross_entropy_equals_torch(shape):
     assert np.isclose(loss, tl.item(), rtol=1e-12)
     np.testing.assert_allclose(d, tz.grad.numpy(), rtol=1e-10, atol=1e-13)
     assert not np.allclose(d * t.size, tz.grad.numpy())  # a sum instead of a mean would not match
+
+
+# --- self_attention_backward (chapter 11, third exercise) ---
+
+def _torch_self_grads(x, w_q, w_k, w_v, g):
+    tx, tq, tk, tv = (_leaf(a) for a in (x, w_q, w_k, w_v))
+    out = F.scaled_dot_product_attention(tx @ tq, tx @ tk, tx @ tv)
+    (out * torch.tensor(g)).sum().backward()
+    return tx.grad.numpy(), tq.grad.numpy(), tk.grad.numpy(), tv.grad.numpy()
+
+
+def _self_case(lead, n, d_model, d_k, d_v):
+    x = RNG.normal(size=lead + (n, d_model))
+    w = [RNG.normal(size=(d_model, m)) / np.sqrt(d_model) for m in (d_k, d_k, d_v)]
+    return (x, *w, RNG.normal(size=lead + (n, d_v)))
+
+
+@pytest.mark.parametrize("lead", [(), (3,), (2, 2)])
+def test_self_attention_backward_equals_autograd(lead):
+    args = _self_case(lead, 4, 5, 3, 2)
+    assert _agree(ref.self_attention_backward(*args), _torch_self_grads(*args))
+
+
+@pytest.mark.parametrize("flip", ["no V path", "dW transposed", "no scale"])
+def test_self_attention_autograd_rejects_a_flipped_convention(flip):
+    from attnbook.check.learn import _self_backward_variant
+    args = _self_case((2,), 4, 5, 3, 2)
+    try:
+        wrong = _self_backward_variant(flip)(*args)
+    except ValueError:  # the wrong form does not even run here
+        return
+    assert not _agree(wrong, _torch_self_grads(*args))

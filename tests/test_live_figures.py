@@ -184,7 +184,7 @@ def test_a_fully_masked_row_shows_zeros_like_the_answer_key():
 
 
 def test_kv_cache_sizes_follow_the_formula_and_the_window():
-    from attnbook.check_llm import _kv_bytes
+    from attnbook.check.kv_cache import _kv_bytes
 
     models = {"A": dict(layers=2, q_heads=4, kv_heads=2, head_dim=8),
               "B": dict(layers=3, q_heads=6, kv_heads=1, head_dim=4, window=2048)}

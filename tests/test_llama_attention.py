@@ -105,8 +105,8 @@ def test_bad_input_names_the_shapes():
         ref.llama_attention(np.ones(8), n_heads=4, n_kv_heads=2, **w)
 
 
-@pytest.mark.parametrize("module", ["attnbook.reference_llm",
-                                    "attnbook.check_llm"])
+@pytest.mark.parametrize("module", ["attnbook.reference.gqa", "attnbook.check.gqa",
+                                    "attnbook.check.rope", "attnbook.check.kv_cache"])
 def test_part_modules_import_on_their_own(module):
     """Imported first, before attnbook.reference / attnbook.check."""
     import subprocess

@@ -11,28 +11,15 @@ pass by accident. Skipped, with the reason, without torch or transformers
 (`make torch` installs both).
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-TORCH = "needs torch, which is not installed: run `make torch`"
-TRANSFORMERS = "needs transformers, which is not installed: run `make torch`"
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH),
-    pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=TRANSFORMERS)]
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch and transformers' modeling code cost seconds to import.
-torch = transformers = None
+pytestmark = needs("torch", "transformers")
+_imports = imports(globals(), torch="torch", transformers="transformers")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch_and_transformers():
-    global torch, transformers
-    torch = pytest.importorskip("torch", reason=TORCH)
-    transformers = pytest.importorskip("transformers", reason=TRANSFORMERS)
 
 RNG = np.random.default_rng(1513)
 

@@ -7,34 +7,19 @@ head mapping, mask alignment) and checks that the flipped version no longer
 matches, so the comparisons cannot pass by accident.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
 RNG = np.random.default_rng(14)
 
 # --- against PyTorch and transformers ------------------------------------------
 
 # The whole module is skipped when either is missing, as when both were imported at its top.
-TORCH = "needs torch, which is not installed: run `make torch`"
-TRANSFORMERS = "needs transformers, which is not installed: run `make torch`"
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH),
-    pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=TRANSFORMERS)]
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch and transformers' modeling code cost seconds to import.
-torch = F = transformers = None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch_and_transformers():
-    global torch, F, transformers
-    torch = pytest.importorskip("torch", reason=TORCH)
-    F = torch.nn.functional
-    transformers = pytest.importorskip("transformers", reason=TRANSFORMERS)
+pytestmark = needs("torch", "transformers")
+_imports = imports(globals(), torch="torch", F="torch.nn.functional", transformers="transformers")
 
 
 def _t(a):

@@ -2,25 +2,15 @@
 the same accepted shapes with the same meaning, B == NH included, and the same refusals
 quoting the caller's shape. Error messages of torch_attention fit in 79 columns."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-REASON = "needs torch, which is not installed: run `make torch`"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = ta = None
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", ta="attnbook.torch_attention")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, ta
-    torch = pytest.importorskip("torch", reason=REASON)
-    from attnbook import torch_attention as ta
 
 B, N, D = 2, 4, 6
 

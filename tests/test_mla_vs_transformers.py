@@ -7,31 +7,17 @@ float32 even for a float64 module, so agreement is to about 1e-6. The comparison
 wrong dimensions, and with the other RoPE pairing, and must then fail.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-TORCH = "needs torch, which is not installed: run `make torch`"
-TRANSFORMERS = "needs transformers, which is not installed: run `make torch`"
-pytestmark = [
-    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=TORCH),
-    pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason=TRANSFORMERS)]
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch and transformers' modeling code cost seconds to import.
-torch = DeepseekV3Config = DeepseekV3Attention = DeepseekV3RotaryEmbedding = None
+pytestmark = needs("torch", "transformers")
+_imports = imports(globals(), torch="torch", DeepseekV3Config="transformers:DeepseekV3Config",
+                   DeepseekV3Attention="transformers.models.deepseek_v3.modeling_deepseek_v3:DeepseekV3Attention",
+                   DeepseekV3RotaryEmbedding="transformers.models.deepseek_v3.modeling_deepseek_v3:DeepseekV3RotaryEmbedding")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch_and_transformers():
-    global torch, DeepseekV3Config, DeepseekV3Attention, DeepseekV3RotaryEmbedding
-    torch = pytest.importorskip("torch", reason=TORCH)
-    pytest.importorskip("transformers", reason=TRANSFORMERS)
-    from transformers import DeepseekV3Config
-    from transformers.models.deepseek_v3.modeling_deepseek_v3 import (
-        DeepseekV3Attention, DeepseekV3RotaryEmbedding)
 
 D, H, R_Q, R_KV, D_NOPE, D_ROPE, D_V = 32, 4, 12, 10, 6, 4, 5
 

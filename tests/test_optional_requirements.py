@@ -43,7 +43,8 @@ def test_skip_reason_names_the_package_and_the_command():
 
 
 def test_the_pytorch_chapter_declares_torch():
-    assert nbtools.notebook_requirements(ROOT / "chapters" / "10_pytorch.ipynb") == ["torch"]
+    for page in ("10_pytorch", "10b_pytorch_apis", "10c_fully_masked"):
+        assert nbtools.notebook_requirements(ROOT / "chapters" / f"{page}.ipynb") == ["torch"]
 
 
 def test_pytest_skips_a_notebook_whose_package_is_missing(tmp_path):

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from attnbook import check, plots
+from attnbook.check import softmax as check_softmax_part
 from attnbook import reference as ref
 
 # matplotlib is imported by the fixture below, not at collection: every xdist worker collects
@@ -79,7 +80,7 @@ def right_softmax_t(x, t):
 
 def test_temperature_softmax_passes_a_right_answer(capsys):
     assert check.check_temperature_softmax(right_softmax_t)
-    assert f"all {len(check.temperature_softmax_cases())} cases passed" in capsys.readouterr().out
+    assert f"all {len(check_softmax_part.temperature_softmax_cases())} cases passed" in capsys.readouterr().out
 
 
 def test_temperature_softmax_passes_the_reference():
@@ -88,7 +89,7 @@ def test_temperature_softmax_passes_the_reference():
 
 def test_temperature_softmax_multiplying_instead_of_dividing_fails(capsys):
     assert not check.check_temperature_softmax(lambda x, t: stable(x * t))
-    assert f"case 2/{len(check.temperature_softmax_cases())} FAILED" in capsys.readouterr().out
+    assert f"case 2/{len(check_softmax_part.temperature_softmax_cases())} FAILED" in capsys.readouterr().out
 
 
 def test_temperature_softmax_naive_overflows_at_small_t(capsys):
@@ -99,13 +100,13 @@ def test_temperature_softmax_naive_overflows_at_small_t(capsys):
         return e / e.sum(axis=-1, keepdims=True)
 
     assert not check.check_temperature_softmax(naive)
-    assert f"case 3/{len(check.temperature_softmax_cases())} FAILED: a small temperature" in capsys.readouterr().out
+    assert f"case 3/{len(check_softmax_part.temperature_softmax_cases())} FAILED: a small temperature" in capsys.readouterr().out
 
 
 def test_temperature_softmax_zero_division_is_reported(capsys):
     assert not check.check_temperature_softmax(lambda x, t: stable(x / t))
     out = capsys.readouterr().out
-    assert f"case 5/{len(check.temperature_softmax_cases())} FAILED: t = 0" in out
+    assert f"case 5/{len(check_softmax_part.temperature_softmax_cases())} FAILED: t = 0" in out
 
 
 def test_temperature_softmax_argmax_without_ties_fails_on_ties(capsys):
@@ -115,7 +116,7 @@ def test_temperature_softmax_argmax_without_ties_fails_on_ties(capsys):
         return stable(x / t)
 
     assert not check.check_temperature_softmax(no_ties)
-    assert f"case 6/{len(check.temperature_softmax_cases())} FAILED: t = 0 with a tie" in capsys.readouterr().out
+    assert f"case 6/{len(check_softmax_part.temperature_softmax_cases())} FAILED: t = 0 with a tie" in capsys.readouterr().out
 
 
 def test_temperature_softmax_stub_not_done(capsys):

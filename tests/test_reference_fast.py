@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnbook import reference as ref
-from attnbook import reference_fast as fast
+from attnbook.reference import fast
 
 RNG = np.random.default_rng(17)
 

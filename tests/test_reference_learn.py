@@ -246,3 +246,41 @@ def test_adam_first_step_and_convergence():
         opt.step(q, {"y": np.zeros(2)})
     with pytest.raises(ValueError, match="shape"):
         opt.step(q, {"x": np.zeros(3)})
+
+
+# --- self_attention_backward (chapter 11, third exercise) ---
+
+def test_self_attention_backward_equals_finite_differences():
+    x = RNG.normal(size=(2, 3, 4))
+    w_q, w_k, w_v = RNG.normal(size=(4, 2)), RNG.normal(size=(4, 2)), RNG.normal(size=(4, 3))
+    g = RNG.normal(size=(2, 3, 3))
+
+    def loss(x, w_q, w_k, w_v):
+        out, _ = ref.scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+        return (out * g).sum()
+
+    args = [x, w_q, w_k, w_v]
+    grads = ref.self_attention_backward(*args, g)
+    for i, (a, grad) in enumerate(zip(args, grads)):
+        assert grad.shape == a.shape
+        fd = np.zeros_like(a)
+        for idx in np.ndindex(a.shape):
+            up = [b.copy() for b in args]
+            down = [b.copy() for b in args]
+            up[i][idx] += 1e-6
+            down[i][idx] -= 1e-6
+            fd[idx] = (loss(*up) - loss(*down)) / 2e-6
+        assert np.allclose(grad, fd, atol=1e-7), i
+
+
+def test_self_attention_backward_bad_shapes_are_named():
+    x = RNG.normal(size=(3, 5))
+    w, w_v, g = RNG.normal(size=(5, 2)), RNG.normal(size=(5, 3)), RNG.normal(size=(3, 3))
+    with pytest.raises(ValueError, match=r"w_q must be \(D, width\) with D = 5.*\(4, 2\)"):
+        ref.self_attention_backward(x, RNG.normal(size=(4, 2)), w, w_v, g)
+    with pytest.raises(ValueError, match=r"w_q and w_k must have the same shape"):
+        ref.self_attention_backward(x, w, RNG.normal(size=(5, 3)), w_v, g)
+    with pytest.raises(ValueError, match=r"d_out must have the output's shape \(3, 3\)"):
+        ref.self_attention_backward(x, w, w, w_v, g[:, :2])
+    with pytest.raises(ValueError, match=r"x must be \(\.\.\., N, D\)"):
+        ref.self_attention_backward(x[0], w, w, w_v, g)

@@ -145,3 +145,21 @@ def test_gqa_bad_head_counts_name_both():
         ref.grouped_query_attention(q, np.ones((1, 2, 2, 4)), np.ones((1, 3, 2, 4)))
     with pytest.raises(ValueError, match=r"mask of shape \(5, 5\)"):
         ref.grouped_query_attention(q, np.ones((1, 2, 2, 4)), np.ones((1, 2, 2, 4)), np.ones((5, 5), bool))
+
+
+def test_gqa_padding_mask_per_sequence_is_not_read_as_per_kv_head():
+    """A (B, 1, 1, N_k) padding mask lines up with the batch, never with the
+    KV-head axis of the grouped scores (B = H_kv = 2 makes the mix-up silent
+    in code that applies the mask to (B, H_kv, group, N_q, N_k) as it comes)."""
+    rng = np.random.default_rng(21)
+    q = rng.normal(size=(2, 8, 5, 4))
+    k, v = rng.normal(size=(2, 2, 2, 5, 4))
+    pad = np.ones((2, 1, 1, 5), dtype=bool)
+    pad[1, ..., 3:] = False
+    out, w = ref.grouped_query_attention(q, k, v, pad)
+    copied, _ = ref.scaled_dot_product_attention(q, np.repeat(k, 4, axis=1),
+                                                 np.repeat(v, 4, axis=1), pad)
+    assert np.allclose(out, copied)
+    assert np.all(w[1, :, :, 3:] == 0) and np.all(w[0] > 0)
+    with pytest.raises(ValueError, match=r"\(3, 1, 1, 5\)"):
+        ref.grouped_query_attention(q, k, v, np.ones((3, 1, 1, 5), dtype=bool))

@@ -5,26 +5,16 @@ Runs only when PyTorch is installed (`make torch`); otherwise every test here is
 skipped with that reason.
 """
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from optional import imports, needs
 
-REASON = "PyTorch (torch) is not installed: run `make torch` to install requirements-torch.txt"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = F = ta = None
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", F="torch.nn.functional",
+                   ta="attnbook.torch_attention")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, F, ta
-    torch = pytest.importorskip("torch", reason=REASON)
-    F = torch.nn.functional
-    from attnbook import torch_attention as ta
 
 # float64 on both sides: the same arithmetic, so only rounding differs.
 TIGHT = dict(rtol=1e-10, atol=1e-12)
@@ -182,3 +172,28 @@ def test_fully_masked_row_raises_by_default_and_zeros_on_request():
     out_ref, _ = ref.scaled_dot_product_attention(q.numpy(), k.numpy(), v.numpy(), mask.numpy(),
                                                    fully_masked="zeros")
     np.testing.assert_allclose(out.numpy(), out_ref, **TIGHT)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_3d_attn_mask_is_sequence_major_batch_times_heads(seed):
+    """nn.MultiheadAttention's 3-D attn_mask is (B*NH, Nq, Nk), entry b*NH + h; a
+    per-sequence mask (B, N, N) copied with repeat_interleave equals the answer key,
+    and the flipped order (repeat: entry h*B + b) does not."""
+    rng = np.random.default_rng(seed)
+    b, nh = int(rng.integers(2, 4)), int(rng.integers(2, 4))
+    n, d = int(rng.integers(3, 7)), 2 * nh
+    keep = rng.random((b, n, n)) < 0.5                           # (B, N, N)
+    keep[..., 0] = True                                          # no empty row
+    w_qkv = rng.normal(size=(d, 3 * d)) / np.sqrt(d)
+    w_o = rng.normal(size=(d, d)) / np.sqrt(d)
+    x = t(rng.normal(size=(b, n, d)))
+    want = ref.multihead_attention(x.numpy(), w_qkv, w_o, nh, keep)
+    mha = ta.to_mha(w_qkv, w_o, nh)
+    ignore = ~torch.from_numpy(keep)
+    with torch.no_grad():
+        right, _ = mha(x, x, x, attn_mask=ignore.repeat_interleave(nh, dim=0))
+        flipped, _ = mha(x, x, x, attn_mask=ignore.repeat(nh, 1, 1))
+        with pytest.raises(RuntimeError, match="3D attn_mask"):
+            mha(x, x, x, attn_mask=ignore)                       # (B, N, N) refused
+    assert np.allclose(right.numpy(), want, **TIGHT)
+    assert not np.allclose(flipped.numpy(), want, **LOOSE)

@@ -51,7 +51,7 @@ TAG = "live-figure"
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
-           "is_live_figure", "TAG"]
+           "is_live_figure", "TAG", "figure_class", "figures_in"]
 
 
 def esm_source(js_file: str) -> str:
@@ -161,7 +161,7 @@ if anywidget is not None:
 
         def __init__(self, z, *, t=1.0, t_max=32.0, step=0.25, labels=None):
             z = [float(x) for x in np.asarray(z, dtype=float)]
-            labels = labels or [str(i + 1) for i in range(len(z))]
+            labels = labels or [str(i) for i in range(len(z))]  # from 0
             super().__init__(z=z, labels=labels, value=t, min=0.0, max=t_max,
                              step=step)
 
@@ -420,6 +420,25 @@ def is_live_figure(model: dict) -> bool:
     state = model.get("state", {})
     return (model.get("model_module") == "anywidget"
             and "attnbook-live" in str(state.get("_css", "")))
+
+
+def figure_class(state: dict):
+    """The live-figure class whose JavaScript a stored state carries, or None."""
+    if anywidget is None:  # pragma: no cover
+        return None
+    pending = [LiveFigure]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "js_file" in cls.__dict__ and cls.js_file and state.get("_esm") == cls._esm:
+            return cls
+    return None
+
+
+def figures_in(nb: dict) -> list:
+    """``(class, state)`` of every live figure stored in a notebook, in order."""
+    models = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    return [(figure_class(m["state"]), m["state"]) for m in models.values() if is_live_figure(m)]
 
 
 def tidy_widget_state(nb: dict, name: str = "") -> bool:

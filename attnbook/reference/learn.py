@@ -6,6 +6,8 @@ that the answer key of each part of the book stays a file of its own.
 * :func:`attention_backward`: the gradients of scaled dot-product attention
   with respect to its queries, keys and values, given the gradient of the
   output (backpropagation through one attention call).
+* :func:`self_attention_backward`: the same for one head of self-attention,
+  back to its input and its three projections.
 * :func:`cross_entropy`: the mean cross-entropy of a softmax over logits
   against integer targets, and its gradient with respect to the logits.
 
@@ -18,7 +20,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import _as_float_array, scaled_dot_product_attention
+from ..validate import _as_float_array
+from .attention import scaled_dot_product_attention
 
 __all__ = ["attention_backward"]
 
@@ -151,3 +154,46 @@ def cross_entropy(logits, targets):
 
 
 __all__ += ["cross_entropy"]
+
+
+def self_attention_backward(x, w_q, w_k, w_v, d_out):
+    """Gradients of one head of self-attention with respect to its input and
+    its three projections.
+
+    The forward pass is ``softmax(Q K^T / sqrt(dk)) V`` with ``Q = x w_q``,
+    ``K = x w_k``, ``V = x w_v`` (no mask). ``x`` is (..., N, D), ``w_q`` and
+    ``w_k`` (D, dk), ``w_v`` (D, dv), ``d_out`` (..., N, dv), the gradient of
+    the loss with respect to the output.
+
+    Returns ``(dx, dw_q, dw_k, dw_v)``: ``dx`` of x's shape, the sum of the
+    three paths ``dQ w_q^T + dK w_k^T + dV w_v^T``; ``dw_q = x^T dQ`` and so
+    on, summed over every leading (batch) axis, so each has its weight's
+    shape: the same weights serve every sequence.
+    """
+    x = _as_float_array(x, "x")
+    w_q, w_k, w_v = (_as_float_array(w, name) for w, name in
+                     ((w_q, "w_q"), (w_k, "w_k"), (w_v, "w_v")))
+    d_out = _as_float_array(d_out, "d_out")
+    if x.ndim < 2:
+        raise ValueError(f"x must be (..., N, D), got shape {x.shape}")
+    big_d = x.shape[-1]
+    for name, w in (("w_q", w_q), ("w_k", w_k), ("w_v", w_v)):
+        if w.ndim != 2 or w.shape[0] != big_d:
+            raise ValueError(f"{name} must be (D, width) with D = {big_d}, "
+                             f"the width of x {x.shape}; got {w.shape}")
+    if w_q.shape != w_k.shape:
+        raise ValueError(f"w_q and w_k must have the same shape (D, dk): got "
+                         f"{w_q.shape} and {w_k.shape}")
+    want = x.shape[:-1] + (w_v.shape[1],)
+    if d_out.shape != want:
+        raise ValueError(f"d_out must have the output's shape {want} (x "
+                         f"{x.shape}, w_v {w_v.shape}); got {d_out.shape}")
+    q, k, v = x @ w_q, x @ w_k, x @ w_v
+    dq, dk, dv = attention_backward(q, k, v, d_out)
+    dx = dq @ w_q.T + dk @ w_k.T + dv @ w_v.T             # (..., N, D)
+    flat_x = x.reshape(-1, big_d)                         # (B * N, D)
+    dws = tuple(flat_x.T @ g.reshape(-1, g.shape[-1]) for g in (dq, dk, dv))
+    return (dx,) + dws
+
+
+__all__ += ["self_attention_backward"]

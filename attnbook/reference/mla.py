@@ -38,8 +38,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .reference import _as_float_array, scaled_dot_product_attention
-from .reference_llm import rope
+from ..validate import _as_float_array
+from .attention import scaled_dot_product_attention
+from .rope import rope
 
 __all__ = ["rms_norm", "MLAWeights", "mla_latents", "mla_queries", "mla_attention"]
 

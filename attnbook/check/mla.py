@@ -5,12 +5,12 @@ Chapters import them from :mod:`attnbook.check`.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Callable
 
 import numpy as np
 
-from .check import Case, Verdict, run_cases
+from ..checking import Case, Mistake, Verdict, _copy_args, run_cases
+from ._memory import MemoryCase, within_memory
 
 __all__ = ["absorbed_scores_cases", "check_absorbed_scores"]
 
@@ -65,22 +65,40 @@ def _softmax(s):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _head_axis_hint(fn):
-    """Add a hint to the error a 3-D ``w_uk.T`` raises in the heads case."""
-    def wrapped(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except ValueError as exc:
-            if np.ndim(args[-1]) < 3 or "matmul" not in str(exc):
-                raise
-            raise ValueError(
-                f"{exc} (hint: with a head axis in front, w_uk.T reverses ALL "
-                f"the axes; np.swapaxes(w_uk, -1, -2) transposes the last "
-                f"two)") from None
-    return wrapped
+def _head_axis_error(exc, case):
+    """The error a 3-D ``w_uk.T`` raises in the heads case, named."""
+    if isinstance(exc, ValueError) and np.ndim(case.args[-1]) >= 3 and "matmul" in str(exc):
+        return ("with a head axis in front, w_uk.T reverses ALL the axes; "
+                "np.swapaxes(w_uk, -1, -2) transposes the last two")
+    return None
+
+
+def _first(result):
+    """The scores of a tuple ``(scores, ...)``; anything else as it is."""
+    if isinstance(result, (tuple, list)) and result and not np.isscalar(result[0]):
+        return result[0]
+    return result
+
+
+def _rebuild_report(h, n, t, dn):
+    def report(peak):
+        return (f"your function held {peak / 2**20:.1f} MiB at once, while "
+                f"rebuilding one head's keys from the latents (c_kv @ W_uk) "
+                f"takes {t * dn * 8 / 2**20:.1f} MiB, all {h} heads' "
+                f"{h * t * dn * 8 / 2**20:.0f} MiB, and the absorbed scores "
+                f"{h * n * t * 8 / 2**20:.2f} MiB.\n"
+                "hint: this is the naive form: it rebuilds the keys. Absorb "
+                "W_uk into the query instead, q_nope @ W_uk^T (r_kv numbers "
+                "per query and head), and score that against c_kv directly.")
+    return report
 
 
 def absorbed_scores_cases() -> list[Case]:
+    """Four cases of values, then one that also measures memory: decoding
+    with 16 heads against 2048 cached latents, where d_nope = 256 is much
+    wider than r_kv = 8, so that rebuilding even one head's keys (the naive
+    form, which gives the same numbers) holds far more than the absorbed
+    form needs."""
     rng = np.random.default_rng(14)
     cases = []
     for label, n, t, dn, dr, r, lead in [
@@ -92,42 +110,34 @@ def absorbed_scores_cases() -> list[Case]:
          ()),
         ("4 heads at once: q_nope (4, 3, 6), W_uk (4, 8, 6), a shared "
          "cache", 3, 5, 6, 4, 8, (4,)),
+        ("absorbed, not rebuilt: 16 heads, 1 query against 2048 cached "
+         "latents, d_nope 256, r_kv 8 (the memory your function holds is "
+         "measured)", 1, 2048, 256, 4, 8, (16,)),
     ]:
         args = (rng.normal(size=(*lead, n, dn)), rng.normal(size=(*lead, n, dr)),
                 rng.normal(size=(t, r)), rng.normal(size=(t, dr)),
                 rng.normal(size=(*lead, r, dn)))
-        cases.append(Case(label, args, _right(*args)))
+        if t < 1000:
+            cases.append(Case(label, args, _right(*args)))
+        else:  # one head's rebuilt keys, (t, dn), is the limit
+            cases.append(MemoryCase(label, args, _right(*args), limit=t * dn * 8,
+                                    report=_rebuild_report(lead[0], n, t, dn)))
     return cases
+
+
+def _call_first(fn, case):
+    return {"output": _first(fn(*_copy_args(case.args), **case.kwargs))}
 
 
 def check_absorbed_scores(fn: Callable) -> Verdict:
     """Check ``fn(q_nope, q_rope, c_kv, k_rope, w_uk)``: the scaled scores of
     absorbed MLA, ``((q_nope W_uk^T) c_kv^T + q_rope k_rope^T) /
     sqrt(d_nope + d_rope)``, shape (..., N, T). A tuple ``(scores, ...)``
-    is accepted too (its first element is checked)."""
-    cases = absorbed_scores_cases()
-
-    def first(result):
-        if isinstance(result, (tuple, list)) and result and not np.isscalar(result[0]):
-            return result[0]
-        return result
-
-    verdict = run_cases(_head_axis_hint(fn), cases, "check_absorbed_scores",
-                        pick=first)
-    if not verdict:
-        for case in cases:
-            try:
-                with np.errstate(all="ignore"):
-                    got = np.asarray(first(fn(*case.args)), dtype=float)
-            except Exception:
-                continue
-            if got.shape == case.expected.shape and np.allclose(got, case.expected):
-                continue
-            for hint, wrong in _wrong_forms(*case.args):
-                if got.shape == wrong.shape and np.allclose(got, wrong):
-                    print(textwrap.fill(hint, 79,
-                                        initial_indent="    hint: ",
-                                        subsequent_indent="          "))
-                    break
-            break
-    return verdict
+    is accepted too (its first element is checked). The last case also
+    measures the memory the function holds: the naive form, which rebuilds
+    the keys, gives the same numbers."""
+    return run_cases(fn, absorbed_scores_cases(), "check_absorbed_scores",
+                     call=within_memory(_call_first),
+                     mistakes=lambda case: [Mistake.result(hint, value)
+                                            for hint, value in _wrong_forms(*case.args)],
+                     on_error=_head_axis_error)

@@ -1,5 +1,5 @@
-"""Checkers of the part "Making attention fast" (re-exported by
-:mod:`attnbook.check`).
+"""Checkers of Part VII, "Making attention fast" (chapters 17-18; re-exported
+by :mod:`attnbook.check`).
 
 ``check_merge_states(fn)`` checks a learner's ``merge(a, b)`` of two partial
 attention results ``(m, l, o)`` (see
@@ -11,21 +11,14 @@ early, nan from two empty blocks.
 
 from __future__ import annotations
 
-import textwrap
 from typing import Callable
 
 import numpy as np
 
-from . import reference as ref
-from .check import Case, Verdict, _compare, _show
+from .. import reference as ref
+from ..checking import BadResult, Case, Mistake, Verdict, run_cases
 
 __all__ = ["merge_states_cases", "merge_state_mistakes", "check_merge_states"]
-
-
-def _say(text, indent="    "):
-    """Print ``text`` wrapped to 79 characters, continuation lines indented."""
-    print(textwrap.fill(text, 79, subsequent_indent=indent + "  ",
-                        break_on_hyphens=False))
 
 
 _PARTS = ("m (the maximum)", "l (the sum)", "o (the unnormalised output)")
@@ -55,7 +48,8 @@ def merge_states_cases() -> list[Case]:
         ("a batch of 2 sequences, 3 queries each: m and l (2, 3), o (2, 3, 2)",
          _state(qb, kb[:, :2], vb[:, :2]), _state(qb, kb[:, 2:], vb[:, 2:])),
     ]
-    return [Case(label, (a, b), ref.merge_attention_states(a, b)) for label, a, b in pairs]
+    return [Case(label, (a, b), dict(zip(_PARTS, ref.merge_attention_states(a, b))))
+            for label, a, b in pairs]
 
 
 def _safe(m):
@@ -123,67 +117,49 @@ def _as_state(result):
     return parts, None
 
 
-def _matches(got, wrong):
+def _call_merge(fn, case):
+    """Call ``fn(a, b)`` on copies of the case's states; its (m, l, o) by name."""
+    a, b = (tuple(np.array(t, copy=True) for t in s) for s in case.args)
+    parts, problem = _as_state(fn(a, b))
+    if problem:
+        raise BadResult(problem)
+    return dict(zip(_PARTS, parts))
+
+
+def _merge_mistakes(case):
+    return [Mistake.result(hint, wrong) for hint, wrong in merge_state_mistakes(*case.args)
+            if not any(np.isnan(w).any() for w in wrong)]
+
+
+def _nan_rule(fn, call, cases, index, rtol, atol, want_bool):
+    """nan where the merged maximum is -inf: exp(-inf - (-inf))."""
+    case = cases[index]
     try:
-        return all(g.shape == np.shape(w) and np.allclose(g, w, rtol=1e-6, atol=1e-9, equal_nan=True)
-                   for g, w in zip(got, wrong))
-    except (TypeError, ValueError):
-        return False
+        parts = call(fn, case)
+    except Exception:
+        return None
+    if any(np.isnan(p).any() for p in parts.values()) and np.isneginf(
+            case.expected[_PARTS[0]]).any():
+        return ("exp(-inf - (-inf)) is nan; where the merged maximum is -inf, "
+                "use 0 in its place in the exponents")
+    return None
 
 
-def _hint(parts, case):
-    """Print a hint when the learner's result is a recognisable mistake."""
-    if any(np.isnan(p).any() for p in parts):
-        if np.isneginf(case.expected[0]).any():
-            _say("    hint: exp(-inf - (-inf)) is nan; where the merged maximum "
-                 "is -inf, use 0 in its place in the exponents")
-        return
-    with np.errstate(all="ignore"):
-        mistakes = merge_state_mistakes(*case.args)
-    for hint, wrong in mistakes:
-        if not any(np.isnan(w).any() for w in wrong) and _matches(parts, wrong):
-            _say(f"    hint: {hint}")
-            return
+def _broadcast_error(exc, case):
+    if "broadcast" in str(exc):
+        return ("m and l have shape (..., Nq) and o has shape (..., Nq, dv): give "
+                "a factor a last axis before it multiplies o, alpha[..., None] "
+                "(with [:, None] the new axis lands in the wrong place when "
+                "there is a batch axis)")
+    return None
 
 
 def check_merge_states(fn: Callable) -> Verdict:
     """Check a learner's ``merge(a, b)``: a and b are ``(m, l, o)``; return the
     merged ``(m, l, o)``, with ``o`` still unnormalised."""
-    name = "check_merge_states"
-    cases = merge_states_cases()
-    for i, case in enumerate(cases, 1):
-        a, b = (tuple(np.array(t, copy=True) for t in s) for s in case.args)
-        try:
-            with np.errstate(all="ignore"):
-                got = fn(a, b)
-        except NotImplementedError:
-            print(f"{name}: not done yet (replace the stub with your code).")
-            return Verdict(False, name)
-        except Exception as exc:  # the learner's bug, reported rather than raised
-            _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
-            _say(f"    your function raised {type(exc).__name__}: {exc}")
-            if "broadcast" in str(exc):
-                _say("    hint: m and l have shape (..., Nq) and o has shape "
-                     "(..., Nq, dv): give a factor a last axis before it "
-                     "multiplies o, alpha[..., None] (with [:, None] the new "
-                     "axis lands in the wrong place when there is a batch "
-                     "axis)")
-            return Verdict(False, name)
-        parts, problem = _as_state(got)
-        if problem:
-            _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
-            _say(f"    {problem}")
-            return Verdict(False, name)
-        for part_name, want, have in zip(_PARTS, case.expected, parts):
-            reason = _compare(want, have, 1e-6, 1e-9)
-            if reason:
-                _say(f"{name}: case {i}/{len(cases)} FAILED: {case.label}", "")
-                _say(f"    {part_name}: {reason}")
-                _hint(parts, case)
-                _show(want, have)
-                return Verdict(False, name)
-    print(f"{name}: all {len(cases)} cases passed.")
-    return Verdict(True, name)
+    return run_cases(fn, merge_states_cases(), "check_merge_states", call=_call_merge,
+                     mistakes=_merge_mistakes, rules=[_nan_rule],
+                     on_error=_broadcast_error)
 
 
 # --- counting the work of attention ---------------------------------------
@@ -226,42 +202,31 @@ def attention_flops_mistakes(B, H, N, d, causal):
     ]
 
 
+def _call_flops(fn, case):
+    got = fn(*case.args[:4], causal=case.args[4])
+    try:
+        if isinstance(got, (str, bytes)):
+            raise TypeError(type(got).__name__)
+        return {"output": float(got)}
+    except (TypeError, ValueError):
+        raise BadResult("return one number; your function returned a "
+                        f"{type(got).__name__}") from None
+
+
+def _causal_keyword_error(exc, case):
+    if isinstance(exc, TypeError) and "causal" in str(exc):
+        return "the checker calls flops(B, H, N, d, causal=...): name the last parameter causal"
+    return None
+
+
 def check_attention_flops(fn: Callable) -> Verdict:
     """Check a learner's ``attention_flops(B, H, N, d, causal=False)``."""
-    name = "check_attention_flops"
-    for i, args in enumerate(_FLOP_CASES, 1):
-        label = "B, H, N, d = {}, {}, {}, {}, causal={}".format(*args)
-        want = attention_flops_reference(*args)
-        try:
-            got = fn(*args[:4], causal=args[4])
-        except NotImplementedError:
-            print(f"{name}: not done yet (replace the stub with your code).")
-            return Verdict(False, name)
-        except Exception as exc:  # the learner's bug, reported rather than raised
-            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
-            _say(f"    your function raised {type(exc).__name__}: {exc}")
-            if isinstance(exc, TypeError) and "causal" in str(exc):
-                _say("    hint: the checker calls flops(B, H, N, d, "
-                     "causal=...): name the last parameter causal")
-            return Verdict(False, name)
-        try:
-            if isinstance(got, (str, bytes)):
-                raise TypeError(type(got).__name__)
-            value = float(got)
-        except (TypeError, ValueError):
-            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
-            _say(f"    return one number; your function returned a {type(got).__name__}")
-            return Verdict(False, name)
-        if value != want:
-            _say(f"{name}: case {i}/{len(_FLOP_CASES)} FAILED: {label}", "")
-            _say(f"    expected {want:,}, your function returned {got!r}")
-            for hint, wrong in attention_flops_mistakes(*args):
-                if value == wrong and wrong != want:
-                    _say(f"    hint: {hint}")
-                    break
-            return Verdict(False, name)
-    print(f"{name}: all {len(_FLOP_CASES)} cases passed.")
-    return Verdict(True, name)
+    cases = [Case("B, H, N, d = {}, {}, {}, {}, causal={}".format(*args), args,
+                  float(attention_flops_reference(*args))) for args in _FLOP_CASES]
+    return run_cases(fn, cases, "check_attention_flops", rtol=0, atol=0.5,
+                     call=_call_flops, on_error=_causal_keyword_error,
+                     mistakes=lambda case: [Mistake.result(hint, wrong) for hint, wrong
+                                            in attention_flops_mistakes(*case.args)])
 
 
 __all__ += ["attention_flops_reference", "check_attention_flops"]

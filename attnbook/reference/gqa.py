@@ -1,18 +1,13 @@
-"""The answer key of the part "Attention in today's LLMs".
+"""Answer key of chapter 15: grouped-query attention, and a whole attention
+layer as in LLaMA 3, Qwen2 and Mistral.
 
-Chapters import these names from :mod:`attnbook.reference`; they live here so
-that the answer key of each part of the book stays a file of its own.
-
-* :func:`rope`: rotary position embedding (Su et al., RoFormer), in both of
-  the pairing conventions found in real code.
 * :func:`grouped_query_attention`: multi-head, grouped-query and multi-query
   attention in one function, through the number of key/value heads.
-* :func:`llama_attention`: a whole attention layer as in LLaMA 3, Qwen2 and
-  Mistral: projections (with Qwen2's optional q/k/v biases), RoPE on queries
-  and keys, grouped-query attention with a causal mask, output projection.
+* :func:`llama_attention`: projections (with Qwen2's optional q/k/v biases),
+  RoPE on queries and keys, grouped-query attention with a causal mask,
+  output projection.
 
-Conventions are those of :mod:`attnbook.reference`: masks are boolean with
-True = may attend, and a fully masked query raises unless
+Masks are boolean with True = may attend; a fully masked query raises unless
 ``fully_masked="zeros"``.
 """
 
@@ -20,76 +15,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .reference import (
-    _as_float_array,
-    _check_mask,
-    causal_mask,
-    merge_heads,
-    scaled_dot_product_attention,
-    split_heads,
-)
+from ..validate import _as_float_array, _check_mask
+from .attention import causal_mask, scaled_dot_product_attention
+from .kv_cache import sliding_window_mask  # noqa: F401
+from .multihead import merge_heads, split_heads
+from .rope import rope
 
-__all__ = ["rope_angles", "rope", "grouped_query_attention", "llama_attention"]
-
-
-def rope_angles(positions, d, *, base=10000.0):
-    """The rotation angles of RoPE, ``positions[n] * theta_i``, shape (N, d/2).
-
-    ``theta_i = base ** (-2i / d)`` for i = 0 .. d/2 - 1: pair 0 turns fastest
-    (one radian per position), the last pair slowest.
-    """
-    d = int(d)
-    if d <= 0 or d % 2:
-        raise ValueError(f"RoPE rotates pairs of coordinates: d must be even "
-                         f"and > 0, got d = {d}")
-    base = float(base)
-    if not np.isfinite(base) or base <= 1:
-        raise ValueError(f"base must be a finite number > 1, got {base!r}")
-    pos = _as_float_array(positions, "positions")
-    theta = base ** (-np.arange(0, d, 2, dtype=np.float64) / d)  # (d/2,)
-    return pos[..., None] * theta  # (..., N, d/2)
-
-
-def rope(x, positions, *, base=10000.0, interleaved=False):
-    """Rotate pairs of coordinates of ``x`` by the angle ``position * theta_i``.
-
-    Parameters
-    ----------
-    x : array (..., N, d), d even; queries or keys (one head or many).
-    positions : array (N,) (or any shape that broadcasts to x's (..., N)):
-        the position of each of the N rows, usually ``np.arange(N)``, or
-        ``np.arange(start, start + N)`` for tokens that come after a cache.
-    base : the base of the frequencies, ``theta_i = base ** (-2i / d)``:
-        10,000 in RoFormer, 500,000 in LLaMA 3, 1,000,000 in Qwen2.
-    interleaved : which coordinates form pair i.
-        ``False`` (default): split halves, ``(x[i], x[i + d/2])``, as Hugging
-        Face's ``rotate_half`` and GPT-NeoX do.
-        ``True``: neighbours, ``(x[2i], x[2i+1])``, as Meta's LLaMA reference
-        code (its complex-number form), GPT-J and RoFormer do.
-
-    Each pair (a, b) becomes (a cos φ - b sin φ, a sin φ + b cos φ) with
-    φ = position * theta_i. Returns an array of x's shape. Position 0 is the
-    identity. The score between a query rotated at m and a key rotated at n
-    depends on m - n only.
-    """
-    x = _as_float_array(x, "x")
-    if x.ndim < 2:
-        raise ValueError(f"x must be (..., N, d), got shape {x.shape}")
-    n, d = x.shape[-2], x.shape[-1]
-    pos = np.asarray(positions)
-    if pos.ndim == 0 or pos.shape[-1] != n:
-        raise ValueError(f"positions must give one position per row of x: x "
-                         f"{x.shape} has N = {n}, positions {pos.shape}")
-    angles = rope_angles(pos, d, base=base)  # (..., N, d/2)
-    cos, sin = np.cos(angles), np.sin(angles)
-    if interleaved:
-        a, b = x[..., 0::2], x[..., 1::2]  # (..., N, d/2) each
-        out = np.empty(np.broadcast_shapes(x.shape, cos.shape[:-1] + (d,)))
-        out[..., 0::2] = a * cos - b * sin
-        out[..., 1::2] = a * sin + b * cos
-        return out
-    a, b = x[..., : d // 2], x[..., d // 2:]  # (..., N, d/2) each
-    return np.concatenate([a * cos - b * sin, a * sin + b * cos], axis=-1)
+__all__ = ["grouped_query_attention", "llama_attention"]
 
 
 def grouped_query_attention(q, k, v, mask=None, *, fully_masked="raise"):
@@ -168,46 +100,6 @@ def grouped_query_attention(q, k, v, mask=None, *, fully_masked="raise"):
 # (a section of its own, so that it merges cleanly with the other chapters'
 # additions to this module)
 
-import operator  # noqa: E402
-
-__all__ += ["sliding_window_mask"]
-
-
-def _whole_number(value, name):
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{name} must be an integer, got {value!r}") from None
-
-
-def sliding_window_mask(n_q, n_k, window):
-    """Boolean sliding-window causal mask (n_q, n_k), True = may attend.
-
-    Aligned bottom-right like :func:`~attnbook.reference.causal_mask`: query
-    i sits at position ``p = n_k - n_q + i`` and may attend to the ``window``
-    keys at positions ``p - window + 1 .. p``, itself included (fewer near
-    the start). This is the mask of Mistral 7B (``"sliding_window": 4096``)
-    and of Hugging Face's ``sliding_window_causal_mask_function``
-    (``q_idx - window < kv_idx <= q_idx``), and what a rolling-buffer cache
-    of ``window`` slots can hold.
-
-    ``window >= n_k`` gives the plain causal mask. ``window`` must be an
-    integer >= 1 (a window of 0 would hide every key). When n_q > n_k, the
-    first n_q - n_k rows sit before the first key and are all False.
-    """
-    n_q, n_k = _whole_number(n_q, "n_q"), _whole_number(n_k, "n_k")
-    window = _whole_number(window, "window")
-    if n_q < 0 or n_k < 0:
-        raise ValueError(f"sequence lengths must be >= 0, got n_q={n_q}, "
-                         f"n_k={n_k}")
-    if window < 1:
-        raise ValueError(f"window must be >= 1 (the query sees itself), got "
-                         f"window={window}")
-    pos = n_k - n_q + np.arange(n_q)[:, None]  # (n_q, 1): position of query i
-    key = np.arange(n_k)[None, :]  # (1, n_k)
-    return (key <= pos) & (key > pos - window)  # (n_q, n_k)
 def llama_attention(x, w_q, w_k, w_v, w_o, n_heads, n_kv_heads, positions=None,
                     *, base=10000.0, b_q=None, b_k=None, b_v=None, causal=True,
                     mask=None, interleaved=False, fully_masked="raise"):

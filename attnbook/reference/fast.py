@@ -24,7 +24,7 @@ import operator
 
 import numpy as np
 
-from .reference import _as_float_array, _check_mask
+from ..validate import _as_float_array, _check_mask
 
 __all__ = [
     "online_softmax_state",

@@ -1,24 +1,14 @@
 """The PyTorch chapter's exercise checker: right answers pass, typical wrong ones fail clearly."""
 
-import importlib.util
 import math
 
 import pytest
 
 from attnbook import check
+from optional import imports, needs
 
-REASON = "PyTorch (torch) is not installed: run `make torch` to install requirements-torch.txt"
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason=REASON)
-# Imported by the fixture below, not at collection: every xdist worker collects every
-# module, and torch costs about 2 CPU-seconds to import.
-torch = ta = None
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _import_torch():
-    global torch, ta
-    torch = pytest.importorskip("torch", reason=REASON)
-    from attnbook import torch_attention as ta
+pytestmark = needs("torch")
+_imports = imports(globals(), torch="torch", ta="attnbook.torch_attention")
 
 
 def right(q, k, v, mask=None):
@@ -54,13 +44,13 @@ def stub(q, k, v, mask=None):
 
 def test_right_answer_passes(capsys):
     assert check.check_torch_attention(right)
-    assert "all 5 cases passed" in capsys.readouterr().out
+    assert "all 6 cases passed" in capsys.readouterr().out
 
 
 def test_output_alone_is_accepted(capsys):
     # the book's one return contract: the output, or (output, weights)
     assert check.check_torch_attention(output_only)
-    assert "all 5 cases passed" in capsys.readouterr().out
+    assert "all 6 cases passed" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("fn, needle", [

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from attnbook import check
+from attnbook.check import self_attention as check_self_attention_part
 from attnbook import reference as ref
 
 
@@ -28,7 +29,7 @@ def test_self_attention_batched_passes_right_answers(capsys):
     assert check.check_self_attention_batched(good_self_attention)
     assert check.check_self_attention_batched(
         lambda x, wq, wk, wv: ref.scaled_dot_product_attention(x @ wq, x @ wk, x @ wv))
-    n = len(check.self_attention_cases())
+    n = len(check_self_attention_part.self_attention_cases())
     assert f"all {n} cases passed" in capsys.readouterr().out
 
 
@@ -127,7 +128,7 @@ def good_cross(xq, xv, W_q, W_k, W_v):
 
 def test_cross_attention_passes(capsys):
     assert check.check_cross_attention(good_cross)
-    n = len(check.cross_attention_cases())
+    n = len(check_self_attention_part.cross_attention_cases())
     assert f"all {n} cases passed" in capsys.readouterr().out
 
 
@@ -148,3 +149,40 @@ def test_cross_attention_keys_from_the_queries_fails(capsys):
 def test_cross_attention_stub(capsys):
     assert not check.check_cross_attention(stub)
     assert "not done yet" in capsys.readouterr().out
+
+
+# --- case sizes: two different scaling mistakes never give the same numbers -----------
+
+def _divisors(case, cross):
+    """Every scale a learner may divide the scores by, named by the mistake it is."""
+    xq = case.args[0]
+    xv = case.args[1] if cross else xq
+    wk, wv = case.args[-2], case.args[-1]
+    dk, dv = wk.shape[1], wv.shape[1]
+    out = {"right": np.sqrt(dk), "no scale": 1.0, "dk": dk, "times sqrt(dk)": 1 / np.sqrt(dk),
+           "tokens (Nq)": np.sqrt(xq.shape[-2]), "tokens (Nk)": np.sqrt(xv.shape[-2]),
+           "width D": np.sqrt(xq.shape[-1])}
+    if xq.ndim == 3:
+        out["batch size"] = np.sqrt(xq.shape[0])
+    if dv != dk:
+        out["dv"] = np.sqrt(dv)
+    return out
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_the_first_case_of_each_scaling_mistake_tells_it_apart(cross):
+    """On the first case where a scaling mistake fails (its divisor differs from
+    sqrt(dk)), no other mistake's divisor is equal to it (dv = N once made sqrt(dv)
+    read as a number of tokens)."""
+    cases = (check_self_attention_part.cross_attention_cases() if cross
+             else check_self_attention_part.self_attention_cases())
+    names = set().union(*(_divisors(c, cross) for c in cases)) - {"right"}
+    for name in sorted(names):
+        for case in cases:
+            div = _divisors(case, cross)
+            if name in div and not np.isclose(div[name], div["right"]):
+                break
+        others = {k: v for k, v in div.items() if k != name
+                  and not (k.startswith("tokens") and name.startswith("tokens"))}
+        clash = [k for k, v in others.items() if np.isclose(v, div[name])]
+        assert not clash, f"{name} gives the numbers of {clash} on: {case.label}"

@@ -1,0 +1,92 @@
+"""A student kit's sealed answers: present only in a kit written by `make student`.
+
+In the book itself this module does nothing. In a student kit
+(:mod:`attnbook.nbtools.kit`) the answer-key functions that are the kit's own
+exercises are not there as code: each is a table of the calls the kit's
+chapters make (recorded when the kit was made), and the checkers of those
+exercises carry their cases and the wrong answers they recognise as data
+instead of the code that computes them. Imports nothing of attnbook but the
+checking machinery.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).with_name("_kit_data")
+
+
+class Sealed(NotImplementedError):
+    """A sealed answer-key function was called with arguments no chapter of the kit uses."""
+
+
+def _canon(x):
+    if isinstance(x, np.ndarray):
+        return ("nd", x.dtype.str, x.shape, x.tobytes())
+    if isinstance(x, np.generic):
+        return ("np", x.dtype.str, x.tobytes())
+    if isinstance(x, (list, tuple)):
+        return (type(x).__name__, tuple(_canon(i) for i in x))
+    if isinstance(x, dict):
+        return ("dict", tuple(sorted((str(k), _canon(v)) for k, v in x.items())))
+    return ("py", type(x).__name__, repr(x))
+
+
+def call_key(args, kwargs) -> str:
+    """The key of one call: its arguments' types, shapes and exact values."""
+    return hashlib.sha256(pickle.dumps(_canon((tuple(args), dict(kwargs))))).hexdigest()
+
+
+@lru_cache(maxsize=None)
+def _load(name):
+    path = DATA / name
+    if not path.exists():
+        return None
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def sealed_function(name: str):
+    """The kit's stand-in for answer-key function ``name``: the recorded calls only."""
+
+    def sealed(*args, **kwargs):
+        calls = (_load("calls.pkl") or {}).get(name, {})
+        key = call_key(args, kwargs)
+        if key not in calls:
+            raise Sealed(
+                f"reference.{name} is an exercise of this student kit:\n"
+                "the kit carries only the calls its chapters make, and this\n"
+                "is not one of them. Write it yourself (the exercise shows\n"
+                "how), or ask your teacher for the kit with the answer key.")
+        outcome, *value = pickle.loads(calls[key])
+        if outcome == "raise":
+            kind, message = value
+            raise kind(message)
+        return value[0]
+
+    sealed.__name__ = sealed.__qualname__ = name
+    sealed.__doc__ = f"Sealed in this student kit: {name} is one of its exercises."
+    return sealed
+
+
+def seal_checkers(namespace: dict) -> None:
+    """In a kit, the checkers of its exercises run on the cases they carry (no-op otherwise)."""
+    data = _load("checkers.pkl")
+    if not data:
+        return
+    from .checking import run_cases
+
+    for name, spec in data.items():
+        def checker(fn, _spec=spec):
+            by_label = _spec["mistakes"]
+            return run_cases(fn, _spec["cases"], _spec["name"],
+                             mistakes=lambda case: by_label.get(case.label, []), **_spec["options"])
+
+        checker.__name__ = checker.__qualname__ = name
+        checker.__doc__ = spec["doc"]
+        namespace[name] = checker

@@ -1,0 +1,89 @@
+"""Exercise checkers, one module per part of the book; chapters import every
+checker from here (``from attnbook import check``; ``check.check_softmax(f)``).
+
+==============================  ==========================================
+Part I (chapters 02-04)         :mod:`attnbook.check.softmax`
+Part II (chapters 05-07)        :mod:`attnbook.check.self_attention`
+Part III (chapters 08-09)       :mod:`attnbook.check.multihead`
+Part IV (chapter 10)            :mod:`attnbook.check.pytorch`
+Part V (chapters 11-12)         :mod:`attnbook.check.learn`
+Part VI: RoPE (13)              :mod:`attnbook.check.rope`
+Part VI: the KV cache (14)      :mod:`attnbook.check.kv_cache`
+Part VI: GQA (15)               :mod:`attnbook.check.gqa`
+Part VI: MLA (16)               :mod:`attnbook.check.mla`
+Part VII (chapters 17-18)       :mod:`attnbook.check.fast`
+==============================  ==========================================
+
+Every checker is written the same way, on :mod:`attnbook.checking`: its
+cases (computed by the answer key), its known mistakes with their hints, and
+:func:`attnbook.checking.run_cases`, which runs them and prints the report:
+a pass, or the first case that failed, what was expected beside what the
+function returned, and the hint that names the mistake. A checker never
+raises on a learner's answer, and returns a Verdict, true on a pass.
+"""
+
+from .._kit import seal_checkers as _seal_checkers
+from ..checking import Case, Mistake, Verdict, run_cases
+from .fast import check_attention_flops, check_merge_states
+from .gqa import check_gqa
+from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
+                       check_rolling_attention, check_sliding_window_mask)
+from .learn import (check_attention_backward, check_cross_entropy,
+                    check_self_attention_backward)
+from .mla import check_absorbed_scores
+from .multihead import check_merge_heads, check_multihead_list, check_split_heads
+from .pytorch import check_mha_attn_mask, check_torch_attention
+from .rope import check_rope
+from .self_attention import (check_causal_mask, check_cross_attention,
+                             check_padding_mask, check_self_attention_batched)
+from .softmax import (check_attention, check_scores, check_soft_lookup, check_softmax,
+                      check_temperature_softmax)
+
+__all__ = [
+    "Case", "Mistake", "Verdict", "run_cases",
+    # Parts I-IV
+    "check_softmax", "check_scores", "check_attention", "check_soft_lookup",
+    "check_temperature_softmax", "check_self_attention_batched", "check_causal_mask",
+    "check_padding_mask", "check_cross_attention", "check_multihead_list",
+    "check_split_heads", "check_merge_heads", "check_torch_attention", "check_mha_attn_mask",
+    # Part V
+    "check_attention_backward", "check_cross_entropy", "check_self_attention_backward",
+    # Part VI
+    "check_rope", "check_cached_attention", "check_kv_cache_bytes", "check_sliding_window_mask",
+    "check_rolling_attention", "check_gqa", "check_absorbed_scores",
+    # Part VII
+    "check_merge_states", "check_attention_flops",
+]
+
+# The answer-key functions each checker's exercise asks a learner to write: a student kit
+# (`make student`) leaves these out of its copy of the answer key (attnbook.nbtools.kit).
+ANSWER_KEY = {
+    "check_attention": ["scaled_dot_product_attention"],
+    "check_soft_lookup": [],
+    "check_softmax": ["softmax"],
+    "check_scores": [],
+    "check_temperature_softmax": ["softmax"],
+    "check_self_attention_batched": ["scaled_dot_product_attention"],
+    "check_causal_mask": ["causal_mask"],
+    "check_padding_mask": ["padding_mask"],
+    "check_cross_attention": ["scaled_dot_product_attention"],
+    "check_multihead_list": ["multihead_attention"],
+    "check_split_heads": ["split_heads"],
+    "check_merge_heads": ["merge_heads"],
+    "check_torch_attention": [],
+    "check_mha_attn_mask": [],
+    "check_attention_backward": ["attention_backward"],
+    "check_cross_entropy": ["cross_entropy"],
+    "check_self_attention_backward": ["self_attention_backward"],
+    "check_rope": ["rope", "rope_angles"],
+    "check_kv_cache_bytes": [],
+    "check_cached_attention": [],
+    "check_sliding_window_mask": ["sliding_window_mask"],
+    "check_rolling_attention": [],
+    "check_gqa": ["grouped_query_attention"],
+    "check_absorbed_scores": [],
+    "check_merge_states": ["merge_attention_states"],
+    "check_attention_flops": [],
+}
+
+_seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

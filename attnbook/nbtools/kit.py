@@ -1,0 +1,296 @@
+"""The student kit (`make student`): a folder a teacher copies to every machine.
+
+It holds the chapters without their solutions (:mod:`.student`), ``figures/``,
+a copy of ``attnbook``, its own README, requirements and Makefile, so that
+``make lab`` in it starts JupyterLab (offline with a wheelhouse). By default the
+kit does not hand students the solutions of its own exercises: the answer-key
+functions those exercises ask for (``attnbook.check.ANSWER_KEY``) are sealed in
+its copy of the package. Each becomes a table of the calls the kit's chapters
+make, recorded by executing the chapters once, and the checkers of those
+exercises carry their cases and the wrong answers they recognise as data
+(:mod:`attnbook._kit`). ``key=True`` (``make student KEY=1``) keeps the whole
+answer key instead.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import pickle
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from ._io import BOOK_ROOT, _load, _source
+
+__all__ = ["kit_checkers", "sealed_names", "record_calls", "checker_data", "seal_package",
+           "write_kit_files"]
+
+# A function whose recorded calls take more than this stays in the kit as code (and the
+# kit's README says so): a chapter that calls it in a loop would make the kit too large.
+MAX_RECORD_BYTES = 20 * 2 ** 20
+
+
+def kit_checkers(notebooks) -> list[str]:
+    """The checkers the notebooks call, in order of first use."""
+    found = []
+    for path in notebooks:
+        for cell in _load(path)["cells"]:
+            if cell["cell_type"] == "code":
+                for name in re.findall(r"\bcheck\.(check_\w+)", _source(cell)):
+                    if name not in found:
+                        found.append(name)
+    return found
+
+
+def sealed_names(checkers) -> list[str]:
+    """The answer-key functions the checkers' exercises ask for."""
+    from attnbook.check import ANSWER_KEY
+
+    names = []
+    for checker in checkers:
+        for name in ANSWER_KEY.get(checker, []):
+            if name not in names:
+                names.append(name)
+    return names
+
+
+# --- recording the calls the chapters make ----------------------------------
+
+class Recorder:
+    """Wraps answer-key functions wherever attnbook binds them, recording each call."""
+
+    def __init__(self, names):
+        from attnbook import _kit, reference
+
+        self.key = _kit.call_key
+        self.calls = {name: {} for name in names}
+        wrapped = {}
+        for name in names:
+            original = getattr(reference, name)
+            wrapped[id(original)] = (original, self._wrap(name, original))
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").split(".")[0] != "attnbook":
+                continue
+            for attr, value in list(vars(module).items()):
+                if id(value) in wrapped and wrapped[id(value)][0] is value:
+                    setattr(module, attr, wrapped[id(value)][1])
+
+    def _wrap(self, name, original):
+        table = self.calls[name]
+
+        def wrapper(*args, **kwargs):
+            key = self.key(args, kwargs)
+            try:
+                result = original(*args, **kwargs)
+            except Exception as exc:  # a chapter that shows the error: the kit raises it too
+                table.setdefault(key, pickle.dumps(("raise", type(exc), str(exc))))
+                raise
+            table.setdefault(key, pickle.dumps(("return", result)))
+            return result
+
+        wrapper.__name__ = name
+        wrapper.__doc__ = original.__doc__
+        return wrapper
+
+    def save(self, path):
+        with open(path, "wb") as f:
+            pickle.dump(self.calls, f)
+
+
+def record_calls(notebooks, names, timeout=300) -> dict:
+    """Execute the (original) notebooks once, recording every call of ``names``."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    from .execute import fix_nbclient_output_widget, ipc_kernel_manager
+
+    fix_nbclient_output_widget()
+    calls = {name: {} for name in names}
+    if not names:
+        return calls
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, path in enumerate(notebooks):
+            out = Path(tmp) / f"calls{i}.pkl"
+            nb = nbformat.read(path, as_version=4)
+            start = nbformat.v4.new_code_cell(
+                "from attnbook.nbtools.kit import Recorder as _Recorder\n"
+                f"_attnbook_recorder = _Recorder({list(names)!r})")
+            end = nbformat.v4.new_code_cell(f"_attnbook_recorder.save({str(out)!r})")
+            first = next(j for j, c in enumerate(nb.cells) if c.cell_type == "code")
+            nb.cells = nb.cells[:first + 1] + [start] + nb.cells[first + 1:] + [end]
+            NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                           kernel_manager_class=ipc_kernel_manager(),
+                           resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+            with open(out, "rb") as f:
+                for name, table in pickle.load(f).items():
+                    calls[name].update(table)
+    return calls
+
+
+# --- the checkers' cases and mistakes as data -------------------------------
+
+def checker_data(name: str) -> dict:
+    """One checker's cases, options and known mistakes (computed on each case), as data."""
+    from attnbook import check, checking
+
+    captured = {}
+
+    def capture(fn, cases, cname, **options):
+        captured.update(cases=cases, name=cname, options=options)
+        return checking.Verdict(False, cname)
+
+    modules = [m for m in list(sys.modules.values())
+               if getattr(m, "__name__", "").startswith("attnbook.check.")
+               and getattr(m, "run_cases", None) is checking.run_cases]
+    for module in modules:
+        module.run_cases = capture
+    try:
+        getattr(check, name)(lambda *a, **k: None)
+    finally:
+        for module in modules:
+            module.run_cases = checking.run_cases
+    options = dict(captured["options"])
+    mistakes = options.pop("mistakes", ())
+    call = checking.adapter(options.get("call"), options.get("pick"))
+    labels = [case.label for case in captured["cases"]]
+    assert len(set(labels)) == len(labels), f"{name}: case labels repeat"
+    by_label = {case.label: [m.computed(call, case) for m in checking._mistakes_for(mistakes, case)]
+                for case in captured["cases"]}
+    return {"cases": captured["cases"], "name": captured["name"], "options": options,
+            "mistakes": by_label, "doc": getattr(check, name).__doc__}
+
+
+# --- writing the kit ------------------------------------------------------------
+
+def seal_package(package: Path, names, calls, checkers) -> list[str]:
+    """Seal ``names`` in the kit's copy of attnbook; returns the names kept as code."""
+    kept = [n for n in names if sum(map(len, calls[n].values())) > MAX_RECORD_BYTES]
+    sealed = [n for n in names if n not in kept]
+    data = package / "_kit_data"
+    data.mkdir(exist_ok=True)
+    with open(data / "calls.pkl", "wb") as f:
+        pickle.dump({n: calls[n] for n in sealed}, f)
+    carried = {}
+    for checker in checkers:
+        try:
+            carried[checker] = checker_data(checker)
+        except ImportError:  # the PyTorch checker without torch: it stays code (it seals nothing)
+            continue
+    with open(data / "checkers.pkl", "wb") as f:
+        pickle.dump(carried, f)
+    for path in sorted((package / "reference").glob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        lines = text.splitlines(keepends=True)
+        found = [node for node in tree.body
+                 if isinstance(node, ast.FunctionDef) and node.name in sealed]
+        if not found:
+            continue
+        for node in sorted(found, key=lambda n: -n.lineno):
+            start = min([node.lineno] + [d.lineno for d in node.decorator_list]) - 1
+            lines[start:node.end_lineno] = [
+                f'{node.name} = _sealed_function("{node.name}")  # an exercise of this kit\n']
+        text = "".join(lines)
+        text = text.replace("from __future__ import annotations\n",
+                            "from __future__ import annotations\n\n"
+                            "from .._kit import sealed_function as _sealed_function\n", 1)
+        path.write_text(text, encoding="utf-8")
+    return kept
+
+
+README = """\
+# Student kit: {title}
+
+{chapters}
+
+## Start
+
+With Python 3.10 or newer and `make`, in this folder:
+
+```bash
+make lab        # creates .venv, installs requirements.txt, opens JupyterLab on the chapters
+```
+
+Without make: `python3 -m venv .venv`, then `.venv/bin/pip install -r requirements.txt`, then
+`.venv/bin/jupyter lab`. With no internet, copy a `wheelhouse/` folder (made once on a machine
+with internet: `pip download -r requirements.txt -d wheelhouse`) into this folder and run
+`make lab WHEELHOUSE=wheelhouse`.
+
+Each chapter runs from top to bottom. The exercises have their code cells (or a cell saying
+"your code here"); run the checker cell under each to see whether your answer is right, and
+which mistake it is if it is a known one.
+
+## What is in the kit
+
+- the chapters, without the solutions of their exercises, and `figures/`;
+- `attnbook/`, the book's helper package (plots, live figures, checkers);
+- `requirements.txt` (JupyterLab with `jupyterlab-myst`, which shows the book's boxes,
+  exercises and math as the site does) and this folder's `Makefile`.
+
+{key}
+"""
+
+KEY_SEALED = """\
+The answer key of this kit's own exercises is not in it: {sealed} exist in `attnbook` only as
+the calls the chapters make (anything else raises an error saying so), and the checkers of
+the exercises carry their cases as data.{kept}"""
+
+KEY_INCLUDED = "This kit includes the book's whole answer key (`attnbook.reference`)."
+
+REQUIREMENTS = """\
+numpy>=2,<3
+matplotlib>=3.8,<4
+threadpoolctl>=3
+ipywidgets>=8,<9
+anywidget>=0.11,<0.12
+ipykernel>=6
+jupyterlab>=4.4,<4.5        # jupyterlab-myst 2.7 needs JupyterLab 4.4
+jupyterlab-myst>=2.4,<3     # exercises, admonitions and math render as on the site
+"""
+
+MAKEFILE = """\
+# The student kit: `make lab` (add WHEELHOUSE=wheelhouse with no internet).
+SHELL := /bin/bash
+PYTHON ?= python3
+WHEELHOUSE ?=
+PIP_OPTS := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),)
+
+.PHONY: lab
+lab: .venv/.installed
+\t.venv/bin/jupyter lab --ServerApp.root_dir=$(CURDIR)
+
+.venv/.installed: requirements.txt
+\t@test -x .venv/bin/python || $(PYTHON) -m venv .venv
+\t.venv/bin/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements.txt
+\t@touch $@
+"""
+
+
+def write_kit_files(outdir: Path, notebooks, sealed, kept, key: bool) -> None:
+    titles = []
+    for path in notebooks:
+        first = next((c for c in _load(path)["cells"] if c["cell_type"] == "markdown"), None)
+        heading = re.search(r"^# (.+)$", _source(first), re.M) if first else None
+        titles.append(f"- `{Path(path).name}`: {heading.group(1) if heading else Path(path).stem}")
+    if key or not sealed:
+        key_text = KEY_INCLUDED if key else "No answer-key function is an exercise of this kit."
+    else:
+        key_text = KEY_SEALED.format(
+            sealed=", ".join(f"`reference.{n}`" for n in sealed),
+            kept=("" if not kept else " Kept as code, because the chapters call them too often to "
+                  "record: " + ", ".join(f"`reference.{n}`" for n in kept) + "."))
+    title = "Attention, computed" if len(notebooks) != 1 else titles[0][2:]
+    import textwrap
+
+    key_text = textwrap.fill(key_text, 95, break_on_hyphens=False)
+    (outdir / "README.md").write_text(README.format(
+        title=title, chapters="\n".join(titles), key=key_text), encoding="utf-8")
+    requirements = REQUIREMENTS
+    if any("torch" in _load(p).get("metadata", {}).get("attnbook", {}).get("requires", [])
+           for p in notebooks):
+        requirements += "torch==2.13.0  # the PyTorch chapter (CPU build; keep the pin)\n"
+    (outdir / "requirements.txt").write_text(requirements, encoding="utf-8")
+    (outdir / "Makefile").write_text(MAKEFILE, encoding="utf-8")

@@ -1,0 +1,66 @@
+"""The answer key: clean, documented reference implementations, one module per part.
+
+Chapters write the attention math themselves, line by line; at the end they
+assert that their version agrees with the functions here. Everything is plain
+NumPy.
+
+Conventions used throughout the book
+------------------------------------
+* Shapes: queries ``(..., Nq, dk)``, keys ``(..., Nk, dk)``, values
+  ``(..., Nk, dv)``; any leading batch or head dimensions, broadcast against
+  each other.
+* Masks are boolean and **True means "may attend"** (the polarity of
+  ``torch.nn.functional.scaled_dot_product_attention``). A mask must broadcast
+  to the score shape ``(..., Nq, Nk)``.
+* A query row whose every key is masked has no softmax (the denominator is a
+  sum of nothing). By default that is an error (``fully_masked="raise"``);
+  pass ``fully_masked="zeros"`` to get all-zero weights and a zero output for
+  such rows instead. The masking chapter explains the choice.
+* Multi-head attention takes one mask rule, :func:`mask_for_heads`, shared
+  by :func:`multihead_attention`, :func:`multihead_cross_attention` and
+  ``attnbook.torch_attention.MultiHeadSelfAttention``.
+* Error messages fit in 79 characters per line, ``ValueError: `` included,
+  since they appear in the book's outputs.
+
+Where each part's answer key lives (chapters import every name from here):
+
+==============================  ==========================================
+Parts I-II (chapters 02-07)     :mod:`attnbook.reference.attention`
+Part III (chapters 08-09)       :mod:`attnbook.reference.multihead`
+Part V (chapters 11-12)         :mod:`attnbook.reference.learn`
+Part VI: RoPE (13)              :mod:`attnbook.reference.rope`
+Part VI: the KV cache (14)      :mod:`attnbook.reference.kv_cache`
+Part VI: GQA, LLaMA (15)        :mod:`attnbook.reference.gqa`
+Part VI: MLA (16)               :mod:`attnbook.reference.mla`
+Part VII (chapters 17-18)       :mod:`attnbook.reference.fast`
+==============================  ==========================================
+
+Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
+which imports nothing of the package: no module here imports this facade.
+"""
+
+from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .fast import (attention_state, flash_attention, merge_attention_states,
+                   online_softmax_state)
+from .gqa import grouped_query_attention, llama_attention
+from .kv_cache import sliding_window_mask
+from .learn import attention_backward, cross_entropy, self_attention_backward
+from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
+from .multihead import (mask_for_heads, merge_heads, multihead_attention,
+                        multihead_cross_attention, split_heads)
+from .rope import rope, rope_angles
+
+__all__ = [
+    # Parts I-III
+    "softmax", "scaled_dot_product_attention", "causal_mask", "padding_mask",
+    "split_heads", "merge_heads", "multihead_attention", "multihead_cross_attention",
+    "mask_for_heads",
+    # Part V
+    "attention_backward", "cross_entropy", "self_attention_backward",
+    # Part VI
+    "rope", "rope_angles", "grouped_query_attention", "llama_attention",
+    "sliding_window_mask", "rms_norm", "MLAWeights", "mla_attention", "mla_latents",
+    "mla_queries",
+    # Part VII
+    "flash_attention", "online_softmax_state", "attention_state", "merge_attention_states",
+]

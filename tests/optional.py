@@ -1,0 +1,45 @@
+"""Optional packages of the test modules (torch, transformers), written once.
+
+A test module that needs them starts with::
+
+    pytestmark = needs("torch", "transformers")
+    _imports = imports(globals(), torch="torch", F="torch.nn.functional",
+                       Attention="transformers.models.llama.modeling_llama:LlamaAttention")
+
+Without a package, every test of the module is skipped with the reason the
+notebooks' skips give (``needs torch, which is not installed: run `make
+torch` ...``). With it, the names are imported into the module when its first
+test runs, not at collection: every xdist worker collects every module, and
+torch and transformers' modeling code cost seconds to import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
+import pytest
+
+from attnbook.nbtools import skip_reason
+
+
+def needs(*packages: str) -> list:
+    """Skip marks for the packages that cannot be imported here."""
+    return [pytest.mark.skipif(importlib.util.find_spec(p) is None, reason=skip_reason([p]))
+            for p in packages]
+
+
+def imports(namespace: dict, **names: str):
+    """An autouse fixture that imports ``name="module"`` or ``name="module:attribute"``
+    into ``namespace`` (a module's globals) before the module's first test."""
+    for name in names:
+        namespace.setdefault(name, None)
+
+    @pytest.fixture(autouse=True, scope="module")
+    def _optional_imports():
+        for name, target in names.items():
+            module, _, attribute = target.partition(":")
+            value = importlib.import_module(module)
+            namespace[name] = getattr(value, attribute) if attribute else value
+
+    return _optional_imports
