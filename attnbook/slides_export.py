@@ -219,7 +219,7 @@ def _exercises_before(notebook: Path) -> int:
     return count
 
 
-_IMAGE = re.compile(r"(!\[[^\]]*\]\()([^)\s]+)(\))")
+_IMAGE = re.compile(r"(!\[(?:[^\[\]]|\[[^\[\]]*\])*\]\()([^)\s]+)(\))")  # alt may hold [a, b]
 _MIME = {".svg": "image/svg+xml", ".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
          ".gif": "image/gif"}
 

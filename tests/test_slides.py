@@ -66,6 +66,13 @@ def test_figure_math_labels_and_links():
     assert "[masks](06_masking.slides.html#s)" in out and "See" in out and "glossary.md" not in out
 
 
+def test_local_images_embedded_even_with_brackets_in_their_alt_text():
+    text = "![rows [token,\nhead, :] of (3, 2)](../figures/split_transpose.svg) and ![x](https://e.org/a.png)"
+    out = sx._embed_images(text, CHAPTER.parent)
+    assert "](data:image/svg+xml;base64," in out and "split_transpose" not in out
+    assert "](https://e.org/a.png)" in out  # not a local file: left alone
+
+
 def test_solutions_left_out_by_default_and_on_sub_slides_when_asked():
     import nbformat
 
