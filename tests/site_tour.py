@@ -64,7 +64,9 @@ SEARCHES = [
     ("softmax safely", "chapters/03_softmax.html"),
     ("rotary position", "chapters/13_rope.html"),
     ("latent attention", "chapters/16_latent_attention.html"),
-    ("FlashAttention", "chapters/17_flash_attention.html"),
+    ("online softmax", "chapters/17_flash_attention.html"),
+    ("FlashAttention", "chapters/17b_tiled_attention.html"),
+    ("FlashAttention backward", "chapters/17c_flash_attention_backward.html"),
 ]
 
 # Values core.js's pyFixed must format as Python does (ties included: toFixed does not).

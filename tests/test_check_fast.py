@@ -213,3 +213,176 @@ def test_right_flop_counts_pass(capsys):
     assert check.check_attention_flops(
         lambda B, H, N, d, causal=False: float(flops_right(B, H, N, d, causal)))
     assert "all 6 cases passed" in capsys.readouterr().out
+
+
+def test_causal_pairs_without_the_half_get_the_causal_hint(capsys):
+    # N(N+1) pairs is twice the answer on the causal cases only: the hint names the
+    # pairs, not a product counted twice (issue 21)
+    assert not check.check_attention_flops(
+        lambda B, H, N, d, causal=False: 4 * B * H * d * (N * (N + 1) if causal else N * N))
+    out = " ".join(capsys.readouterr().out.split())
+    assert "not N(N+1)" in out and "each of the two products costs" not in out
+    assert out.count("hint:") == 1
+
+
+# --- check_causal_tiles (page 17b) -------------------------------------------
+
+from attnbook.check import fast as fast_checks  # noqa: E402
+
+
+def tiles_right(n_q, n_k, block_q, block_k):
+    total = 0
+    for i0 in range(0, n_q, block_q):
+        last = n_k - n_q + min(i0 + block_q, n_q) - 1
+        total += sum(1 for j0 in range(0, n_k, block_k) if j0 <= last)
+    return total
+
+
+def _tiles(last_of, stop=lambda j0, last: j0 > last, floor=False):
+    def count(n_q, n_k, block_q, block_k):
+        n_blocks = n_q // block_q if floor else -(-n_q // block_q)
+        total = 0
+        for b in range(n_blocks):
+            last = last_of(b * block_q, n_q, n_k, block_q)
+            total += sum(1 for j0 in range(0, n_k, block_k) if not stop(j0, last))
+        return total
+    return count
+
+
+def _bottom_right(i0, n_q, n_k, block_q):
+    return n_k - n_q + min(i0 + block_q, n_q) - 1
+
+
+def _no_guard(n_q, n_k, block_q, block_k):
+    return sum(_bottom_right(i0, n_q, n_k, block_q) // block_k + 1
+               for i0 in range(0, n_q, block_q))
+
+
+WRONG_TILE_COUNTS = [
+    (lambda n_q, n_k, bq, bk: (-(-n_q // bq)) * (-(-n_q // bq) + 1) // 2, "T(T+1)/2 holds only"),
+    (lambda n_q, n_k, bq, bk: (-(-n_q // bq)) * (-(-n_k // bk)), "that is every tile"),
+    (lambda n_q, n_k, bq, bk: (-(-n_q // bq)) * (-(-n_k // bk)) - tiles_right(n_q, n_k, bq, bk),
+     "the number of tiles skipped"),
+    (_tiles(lambda i0, n_q, n_k, bq: min(i0 + bq, n_q) - 1), "the causal mask is bottom-right"),
+    (_tiles(_bottom_right, stop=lambda j0, last: j0 >= last), "j0 > last, not j0 >= last"),
+    (_tiles(lambda i0, n_q, n_k, bq: n_k - n_q + i0), "the block's last query, not its first"),
+    (_tiles(_bottom_right, floor=True), "the number of blocks rounds up"),
+    (_no_guard, "computes no tile"),
+]
+
+
+@pytest.mark.parametrize("fn,hint", WRONG_TILE_COUNTS)
+def test_wrong_tile_counts_are_rejected_with_their_own_hint(fn, hint, capsys):
+    assert not check.check_causal_tiles(fn)
+    out = capsys.readouterr().out
+    assert hint in " ".join(out.split())
+    assert out.count("hint:") == 1  # the sizes keep two mistakes from coinciding
+    assert max(len(line) for line in out.splitlines()) <= 79
+
+
+def test_tile_counts_right_pass_and_odd_answers_do_not_crash(capsys):
+    assert check.check_causal_tiles(tiles_right)
+    assert check.check_causal_tiles(fast_checks.causal_tiles_reference)
+    assert "all 6 cases passed" in capsys.readouterr().out
+    assert not check.check_causal_tiles(lambda *a: [3])
+    assert "return one whole number" in " ".join(capsys.readouterr().out.split())
+    assert not check.check_causal_tiles(lambda *a: True)
+    assert "return one whole number" in " ".join(capsys.readouterr().out.split())
+
+
+def test_the_tile_count_agrees_with_the_answer_keys_own_skip():
+    # flash_attention computes the key blocks j0 <= last of each query block: count its tiles
+    for args in fast_checks._TILE_CASES:
+        assert fast_checks.causal_tiles_reference(*args) == tiles_right(*args)
+
+
+# --- check_flash_backward (page 17c) -----------------------------------------
+
+def backward_right(q, k, v, o, lse, d_out, block_q, block_k, causal=False):
+    n_q, d = q.shape
+    n_k = len(k)
+    D = (d_out * o).sum(axis=1)
+    lse = np.where(lse == -np.inf, 0.0, lse)
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for i in range(0, n_q, block_q):
+        i1 = min(i + block_q, n_q)
+        pos = n_k - n_q + np.arange(i, i1)
+        for j in range(0, n_k, block_k):
+            if causal and j > pos[-1]:
+                break
+            j1 = min(j + block_k, n_k)
+            s = q[i:i1] @ k[j:j1].T / np.sqrt(d)
+            if causal:
+                s = np.where(np.arange(j, j1) <= pos[:, None], s, -np.inf)
+            p = np.exp(s - lse[i:i1, None])
+            dv[j:j1] += p.T @ d_out[i:i1]
+            ds = p * (d_out[i:i1] @ v[j:j1].T - D[i:i1, None])
+            dq[i:i1] += ds @ k[j:j1] / np.sqrt(d)
+            dk[j:j1] += ds.T @ q[i:i1] / np.sqrt(d)
+    return dq, dk, dv
+
+
+def _with(**switch):
+    def wrong(q, k, v, o, lse, d_out, block_q, block_k, causal=False):
+        return fast_checks.flash_backward_rows(q, k, v, o, lse, d_out, block_q, block_k,
+                                               causal, **switch)
+    return wrong
+
+
+def _dense_no_d(q, k, v, o, lse, d_out, block_q, block_k, causal=False):
+    # written independently of flash_backward_rows: the whole matrix, dS = P * dP
+    s = q @ k.T / np.sqrt(q.shape[1])
+    if causal:
+        s = np.where(ref.causal_mask(len(q), len(k)), s, -np.inf)
+    p = np.exp(s - np.where(np.isneginf(lse), 0.0, lse)[:, None])
+    ds = p * (d_out @ v.T)
+    return ds @ k / np.sqrt(q.shape[1]), ds.T @ q / np.sqrt(q.shape[1]), p.T @ d_out
+
+
+WRONG_BACKWARDS = [
+    (_dense_no_d, "D is missing"),
+    (_with(no_d=True), "D is missing"),
+    (_with(weights="raw"), "the weights are not normalised"),
+    (_with(weights="tile"), "the tile's own maximum"),
+    (_with(scale=1.0), "the scale is missing in dq and dk"),
+    (_with(scale=0.25), "dq and dk are divided by d"),
+    (_with(stop="first"), "the causal stop is one block early"),
+    (_with(stop="whole"), "a key block that crosses the diagonal is still needed"),
+    (_with(stop="top-left"), "the causal mask is bottom-right"),
+    (_with(guard=False), "exp(-inf - (-inf)) is nan"),
+    (lambda *a, **kw: backward_right(*a, **kw)[::-1], "in another order"),
+]
+
+
+@pytest.mark.parametrize("fn,hint", WRONG_BACKWARDS)
+def test_wrong_backward_passes_are_rejected_with_their_own_hint(fn, hint, capsys):
+    with np.errstate(all="ignore"):
+        assert not check.check_flash_backward(fn)
+    out = capsys.readouterr().out
+    assert hint in " ".join(out.split()), out
+    assert out.count("hint:") == 1
+    assert max(len(line) for line in out.splitlines()) <= 79
+
+
+def test_right_backward_passes(capsys):
+    assert check.check_flash_backward(backward_right)
+    assert check.check_flash_backward(
+        lambda *a, **kw: fast_checks.flash_backward_rows(*a, **kw))
+    assert "right in all 6 cases" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("fn,words", [
+    (lambda *a, **kw: None, "return a tuple (dq, dk, dv)"),
+    (lambda *a, **kw: backward_right(*a, **kw)[:2], "of length 2"),
+    (lambda q, k, v, o, lse, d_out, block_q, block_k: None, "TypeError"),
+])
+def test_backward_checker_survives_odd_answers(fn, words, capsys):
+    assert not check.check_flash_backward(fn)
+    assert words in " ".join(capsys.readouterr().out.split())
+
+
+def test_backward_stub_is_not_done_yet(capsys):
+    def stub(*a, **kw):
+        raise NotImplementedError
+    assert not check.check_flash_backward(stub)
+    assert "not done yet" in capsys.readouterr().out

@@ -24,7 +24,8 @@ raises on a learner's answer, and returns a Verdict, true on a pass.
 
 from .._kit import seal_checkers as _seal_checkers
 from ..checking import Case, Mistake, Verdict, run_cases
-from .fast import check_attention_flops, check_merge_states
+from .fast import (check_attention_flops, check_causal_tiles, check_flash_backward,
+                   check_merge_states)
 from .gqa import check_gqa
 from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
                        check_rolling_attention, check_sliding_window_mask)
@@ -53,6 +54,7 @@ __all__ = [
     "check_rolling_attention", "check_gqa", "check_absorbed_scores",
     # Part VII
     "check_merge_states", "check_attention_flops",
+    "check_causal_tiles", "check_flash_backward",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -83,6 +85,8 @@ ANSWER_KEY = {
     "check_gqa": ["grouped_query_attention"],
     "check_absorbed_scores": [],
     "check_merge_states": ["merge_attention_states"],
+    "check_causal_tiles": [],
+    "check_flash_backward": ["flash_attention_backward"],
     "check_attention_flops": [],
 }
 

@@ -177,17 +177,28 @@ _FLOP_CASES = [(1, 1, 4, 3, False), (3, 5, 5, 4, False), (1, 1, 4, 3, True),
 
 
 def attention_flops_mistakes(B, H, N, d, causal):
+    """Wrong counts, each with its hint. The checker's first two cases have no
+    mask, so a count that is off only on a causal case is off in its causal
+    branch: there, twice the answer is N(N+1) pairs, not a product counted
+    twice (the two give the same number)."""
     pairs = N * (N + 1) // 2 if causal else N * N
+    per_pair = ("each of the two products costs 2 B H d per (query, key) pair: "
+                + ("2 B H d N(N+1)/2 with a causal mask" if causal else "2 B H N^2 d"))
+    if causal:
+        twice = ("with a causal mask the pairs are N(N+1)/2 per head, not N(N+1): "
+                 "query i sees i + 1 keys, and the sum of i + 1 over N queries is "
+                 "N(N+1)/2", 8 * B * H * pairs * d)
+    else:
+        twice = ("twice the answer: " + per_pair + ", so 4 B H N^2 d in all",
+                 8 * B * H * pairs * d)
     return [
         ("half the answer: count both products (Q K^T and P V), and count a "
-         "multiply-add as two operations: each product costs 2 B H N^2 d",
+         "multiply-add as two operations: " + per_pair,
          2 * B * H * pairs * d),
         ("a quarter of the answer: count both products (Q K^T and P V), "
          "and a multiply-add as two operations (a multiply and an add)",
          B * H * pairs * d),
-        ("twice the answer: each of the two products costs 2 B H N^2 d, "
-         "so 4 B H N^2 d in all",
-         8 * B * H * pairs * d),
+        twice,
         ("the width d is missing: each (query, key) pair costs a dot "
          "product of length d in Q K^T, and d multiply-adds in P V",
          4 * B * H * pairs),
@@ -230,3 +241,249 @@ def check_attention_flops(fn: Callable) -> Verdict:
 
 
 __all__ += ["attention_flops_reference", "check_attention_flops"]
+
+
+# --- counting the tiles a causal tiled version computes (page 17b) ----------
+
+def causal_tiles_reference(n_q, n_k, block_q, block_k):
+    """How many (block_q, block_k) tiles a causal tiled attention computes:
+    for each query block, the key blocks that start at or before the
+    position of its last query (bottom-right: query i sits at n_k - n_q + i);
+    none when that position is negative."""
+    total = 0
+    for i0 in range(0, n_q, block_q):
+        last = n_k - n_q + min(i0 + block_q, n_q) - 1
+        if last >= 0:
+            total += min(last // block_k + 1, -(-n_k // block_k))
+    return total
+
+
+# Chosen (by a search over small sizes) so that where each wrong count of
+# causal_tiles_mistakes first fails, no other wrong count gives the same number.
+_TILE_CASES = [(8, 8, 4, 4), (9, 5, 2, 4), (9, 9, 4, 5), (4, 9, 3, 7), (13, 9, 4, 5),
+               (13, 3, 2, 2)]
+
+
+def causal_tiles_mistakes(n_q, n_k, block_q, block_k):
+    """Wrong counts a learner plausibly writes, each with its hint."""
+    t_r, t_c = -(-n_q // block_q), -(-n_k // block_k)
+
+    def count(last_of, stop=lambda j0, last: j0 > last, blocks=t_r, guard=True):
+        total = 0
+        for b in range(blocks):
+            i0 = b * block_q
+            last = last_of(i0)
+            if guard and last < 0:
+                continue
+            total += sum(1 for j0 in range(0, n_k, block_k) if not stop(j0, last)) \
+                if guard else last // block_k + 1
+        return total
+
+    bottom_right = lambda i0: n_k - n_q + min(i0 + block_q, n_q) - 1  # noqa: E731
+    right = causal_tiles_reference(n_q, n_k, block_q, block_k)
+    return [
+        ("T(T+1)/2 holds only for N_q = N_k cut into equal tiles that divide N; "
+         "count, for each query block, the key blocks that start at or before "
+         "its last query's position", t_r * (t_r + 1) // 2),
+        ("that is every tile, T_r * T_c: the causal version skips the key blocks "
+         "that start after a query block's last position", t_r * t_c),
+        ("that is the number of tiles skipped; the question asks for the tiles "
+         "computed", t_r * t_c - right),
+        ("the causal mask is bottom-right: query i sits at position N_k - N_q + i, "
+         "not i (it matters when N_q and N_k differ)",
+         count(lambda i0: min(i0 + block_q, n_q) - 1)),
+        ("a key block that starts exactly at the last query's position is still "
+         "needed: skip only blocks that start after it (j0 > last, not j0 >= last)",
+         count(bottom_right, stop=lambda j0, last: j0 >= last)),
+        ("the stop depends on the block's last query, not its first: a key block "
+         "that starts after the first query can still be seen by the later ones",
+         count(lambda i0: n_k - n_q + i0)),
+        ("the number of blocks rounds up: a last, shorter block still counts "
+         "(ceil(N / B), or -(-N // B), not N // B)",
+         count(bottom_right, blocks=n_q // block_q)),
+        ("a query block whose last position is negative (more queries than keys) "
+         "computes no tile: last // block_k + 1 is then 0 or negative",
+         count(bottom_right, guard=False)),
+    ]
+
+
+def _call_tiles(fn, case):
+    got = fn(*case.args)
+    if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer, float,
+                                                                  np.floating)):
+        raise BadResult("return one whole number (a count of tiles); your function "
+                        f"returned a {type(got).__name__}")
+    return {"output": float(got)}
+
+
+def check_causal_tiles(fn: Callable) -> Verdict:
+    """Check a learner's ``causal_tiles(n_q, n_k, block_q, block_k)``."""
+    cases = [Case("N_q, N_k = {}, {}; blocks of {} queries and {} keys".format(*args),
+                  args, float(causal_tiles_reference(*args))) for args in _TILE_CASES]
+    return run_cases(fn, cases, "check_causal_tiles", rtol=0, atol=0.25, call=_call_tiles,
+                     mistakes=lambda case: [Mistake.result(hint, float(wrong)) for hint, wrong
+                                            in causal_tiles_mistakes(*case.args)])
+
+
+# --- FlashAttention's backward pass (page 17c) ------------------------------
+
+_GRADS = ("dq", "dk", "dv")
+
+
+def flash_backward_rows(q, k, v, o, lse, d_out, block_q, block_k, causal=False, *,
+                        no_d=False, weights="lse", scale=None, stop="last",
+                        guard=True):
+    """The backward pass of one head with the query blocks outside, as the
+    exercise asks; the keyword arguments switch on one mistake each (the
+    checker's wrong answers). Not the answer key: see
+    :func:`attnbook.reference.flash_attention_backward`."""
+    n_q, d = q.shape
+    n_k = len(k)
+    g_scale = 1 / np.sqrt(d) if scale is None else scale
+    D = (d_out * o).sum(axis=1)  # (Nq,)
+    lse = np.where(np.isneginf(lse), 0.0, lse) if guard else lse
+    dq, dk, dv = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v)
+    for i in range(0, n_q, block_q):
+        i1 = min(i + block_q, n_q)
+        pos = (n_k - n_q if stop != "top-left" else 0) + np.arange(i, i1)
+        for j in range(0, n_k, block_k):
+            j1 = min(j + block_k, n_k)
+            if causal and (j > pos[-1] or (stop == "first" and j > pos[0])
+                           or (stop == "whole" and j > 0 and j1 - 1 > pos[-1])):
+                break
+            s = q[i:i1] @ k[j:j1].T / np.sqrt(d)  # (Bq, Bk)
+            if causal:
+                s = np.where(np.arange(j, j1) <= pos[:, None], s, -np.inf)
+            if weights == "lse":
+                p = np.exp(s - lse[i:i1, None])
+            elif weights == "raw":
+                p = np.exp(s)
+            else:  # the tile's own row maximum
+                m = s.max(axis=1, keepdims=True)
+                p = np.exp(s - np.where(np.isneginf(m), 0.0, m))
+            dv[j:j1] += p.T @ d_out[i:i1]
+            dp = d_out[i:i1] @ v[j:j1].T  # (Bq, Bk)
+            ds = p * dp if no_d else p * (dp - D[i:i1, None])
+            dq[i:i1] += ds @ k[j:j1] * g_scale
+            dk[j:j1] += ds.T @ q[i:i1] * g_scale
+    return dq, dk, dv
+
+
+def flash_backward_cases() -> list[Case]:
+    rng = np.random.default_rng(1717)
+    specs = [
+        ("10 queries, 13 keys, d = 4, dv = 3, blocks of 4 queries and 5 keys",
+         10, 13, 4, 5, False, 1.0),
+        ("causal, 10 queries and keys, blocks 2 x 4 (a key block crosses the "
+         "diagonal)", 10, 10, 2, 4, True, 1.0),
+        ("causal, 12 queries and keys, blocks 4 x 2", 12, 12, 4, 2, True, 1.0),
+        ("causal, a chunk: 6 queries at positions 7-12, 13 keys, blocks 4 x 5",
+         6, 13, 4, 5, True, 1.0),
+        ("causal, 7 queries and 4 keys: queries 0-2 see no key (lse = -inf), "
+         "blocks 4 x 2", 7, 4, 4, 2, True, 1.0),
+        ("scores in the tens (q times 8): exp of a raw score is huge", 6, 6, 4, 4,
+         False, 8.0),
+    ]
+    cases = []
+    for label, n_q, n_k, b_q, b_k, causal, size in specs:
+        q = rng.normal(size=(n_q, 4)) * size
+        k, v = rng.normal(size=(n_k, 4)), rng.normal(size=(n_k, 3))
+        d_out = rng.normal(size=(n_q, 3))
+        o, lse = ref.flash_attention(q, k, v, causal=causal, return_lse=True)
+        want = ref.flash_attention_backward(q, k, v, o, lse, d_out, causal=causal,
+                                            block_q=b_q, block_k=b_k)
+        cases.append(Case(label, (q, k, v, o, lse, d_out, b_q, b_k),
+                          dict(zip(_GRADS, want)), kwargs={"causal": causal}))
+    return cases
+
+
+_BACKWARD_MISTAKES = [
+    ("D is missing: dS = P * (dP - D), with D = rowsum(dO * O), the softmax's "
+     "row sum; without it the gradient of every row's weights is wrong",
+     dict(no_d=True)),
+    ("the weights are not normalised: P = exp(s - lse), with the log-sum-exp "
+     "of the whole row; exp(s) alone is off by the row's sum",
+     dict(weights="raw")),
+    ("the weights are exp(s - lse), normalised over the whole row; exp(s - the "
+     "tile's own maximum) is normalised over nothing", dict(weights="tile")),
+    ("the scale is missing in dq and dk: the scores were divided by sqrt(d), so "
+     "dq = dS K / sqrt(d) and dk = dS^T Q / sqrt(d)", dict(scale=1.0)),
+    ("dq and dk are divided by d: the scale is 1 / sqrt(d)", dict(scale=0.25)),
+    ("the causal stop is one block early: a key block is wholly in the future "
+     "only when it starts after the block's LAST query position, "
+     "N_k - N_q + i1 - 1, not its first", dict(stop="first")),
+    ("a key block that crosses the diagonal is still needed: stop only at a "
+     "block that starts after the last query's position (not one that ends "
+     "after it)", dict(stop="whole")),
+    ("the causal mask is bottom-right: query i sits at position N_k - N_q + i, "
+     "not i (it matters when N_q and N_k differ)", dict(stop="top-left")),
+]
+
+
+def _backward_mistakes(case):
+    q, k, v, o, lse, d_out, b_q, b_k = case.args
+    found = []
+    for hint, switch in _BACKWARD_MISTAKES:
+        wrong = flash_backward_rows(q, k, v, o, lse, d_out, b_q, b_k,
+                                    case.kwargs["causal"], **switch)
+        found.append(Mistake.result(hint, dict(zip(_GRADS, wrong))))
+    return found
+
+
+def _call_flash_backward(fn, case):
+    args = [np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in case.args]
+    result = fn(*args, **case.kwargs)
+    if isinstance(result, dict):  # a Mistake.result's value
+        return result
+    if not (isinstance(result, (tuple, list)) and len(result) == 3):
+        raise BadResult("return a tuple (dq, dk, dv) of three arrays; got "
+                        f"{type(result).__name__}"
+                        + (f" of length {len(result)}"
+                           if isinstance(result, (tuple, list)) else ""))
+    parts = dict(zip(_GRADS, result))
+    return {name: parts[name] for name in ("dv", "dq", "dk")}
+
+
+def _backward_nan_rule(fn, call, cases, index, rtol, atol, want_bool):
+    case = cases[index]
+    try:
+        parts = call(fn, case)
+    except Exception:
+        return None
+    if any(np.isnan(np.asarray(p, dtype=float)).any() for p in parts.values()) \
+            and np.isneginf(case.args[4]).any():
+        return ("a query that sees no key has lse = -inf, and exp(-inf - (-inf)) "
+                "is nan: use 0 in place of its lse (all its scores are -inf, so "
+                "its weights are then 0)")
+    return None
+
+
+def _backward_order_rule(fn, call, cases, index, rtol, atol, want_bool):
+    case = cases[index]
+    try:
+        got = call(fn, case)
+    except Exception:
+        return None
+    want = case.expected
+    shapes = {name: np.shape(value) for name, value in want.items()}
+    for order in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        names = [_GRADS[i] for i in order]
+        if all(np.shape(got[a]) == shapes[b] and np.allclose(got[a], want[b], rtol, atol)
+               for a, b in zip(_GRADS, names)):
+            return "the gradients are right but in another order: return (dq, dk, dv)"
+    return None
+
+
+def check_flash_backward(fn: Callable) -> Verdict:
+    """Check a learner's ``flash_backward_rows(q, k, v, o, lse, d_out, block_q,
+    block_k, causal=False)`` for one head: ``(dq, dk, dv)``."""
+    cases = flash_backward_cases()
+    return run_cases(fn, cases, "check_flash_backward", call=_call_flash_backward,
+                     mistakes=_backward_mistakes,
+                     rules=[_backward_nan_rule, _backward_order_rule],
+                     passed=f"check_flash_backward: dq, dk and dv right in all "
+                            f"{len(cases)} cases.")
+
+
+__all__ += ["causal_tiles_mistakes", "check_causal_tiles", "flash_backward_cases",
+            "check_flash_backward"]

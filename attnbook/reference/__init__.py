@@ -40,8 +40,8 @@ which imports nothing of the package: no module here imports this facade.
 """
 
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
-from .fast import (attention_state, flash_attention, merge_attention_states,
-                   online_softmax_state)
+from .fast import (attention_state, flash_attention, flash_attention_backward,
+                   merge_attention_states, online_softmax_state)
 from .gqa import grouped_query_attention, llama_attention
 from .kv_cache import sliding_window_mask
 from .learn import attention_backward, cross_entropy, self_attention_backward
@@ -63,4 +63,5 @@ __all__ = [
     "mla_queries",
     # Part VII
     "flash_attention", "online_softmax_state", "attention_state", "merge_attention_states",
+    "flash_attention_backward",
 ]

@@ -10,7 +10,11 @@ that the answer key of each part of the book stays a file of its own.
   results combine into the result over both blocks.
 * :func:`flash_attention`: exact attention computed tile by tile, never
   forming the (Nq, Nk) score matrix (FlashAttention, Dao et al. 2022, in the
-  form of FlashAttention-2, Dao 2023: normalise once at the end).
+  form of FlashAttention-2, Dao 2023: normalise once at the end); with
+  ``return_lse=True`` it also returns the log-sum-exp of each query's scores.
+* :func:`flash_attention_backward`: the gradients with respect to q, k and v
+  from the output and the log-sum-exp, the scores recomputed tile by tile
+  (FlashAttention-2's backward pass, Dao 2023, Algorithm 2).
 
 Conventions are those of :mod:`attnbook.reference`: masks are boolean with
 True = may attend; ``causal=True`` is aligned bottom-right like
@@ -25,12 +29,14 @@ import operator
 import numpy as np
 
 from ..validate import _as_float_array, _check_mask
+from .learn import _sum_to_shape
 
 __all__ = [
     "online_softmax_state",
     "attention_state",
     "merge_attention_states",
     "flash_attention",
+    "flash_attention_backward",
 ]
 
 
@@ -144,13 +150,14 @@ def _block_size(value, name):
     return size
 
 
-def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64):
+def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64,
+                    return_lse=False):
     """Exact scaled dot-product attention, one (block_q, block_k) tile at a time.
 
     The same result as ``scaled_dot_product_attention(q, k, v, mask,
     fully_masked="zeros")``, without ever forming the (..., Nq, Nk) score
     matrix: each block of ``block_q`` queries keeps a running maximum ``m``,
-    a running sum ``l`` and an unnormalised output ``acc``; each block of
+    a running sum ``l`` and an unnormalised running output ``o``; each block of
     ``block_k`` keys rescales them by ``exp(m_old - m_new)`` and adds its
     share; the output is divided by ``l`` once, at the end
     (FlashAttention-2's order of loops: queries outside, keys inside).
@@ -168,10 +175,16 @@ def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64)
         ``mask`` by "and".
     block_q, block_k : positive ints; they need not divide Nq or Nk, and may
         exceed them (one block then holds everything).
+    return_lse : bool, default False. When true, return the log-sum-exp of
+        each query's scaled, masked scores in place of the weights: what
+        FlashAttention's forward pass keeps for its backward pass
+        (:func:`flash_attention_backward`).
 
     Returns
     -------
-    (output, None): output (..., Nq, dv); no weights are formed. A query that
+    (output, None), or (output, lse) with ``return_lse=True``: output
+    (..., Nq, dv); no weights are formed; lse (..., Nq), ``m + log(l)``,
+    ``-inf`` for a query that may attend to no key. A query that
     may attend to no key gets a zero output. ``Nq == 0`` gives an empty
     output; ``Nk == 0`` gives zeros; ``dk == 0`` raises.
 
@@ -183,12 +196,15 @@ def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64)
     block_k = _block_size(block_k, "block_k")
     if not isinstance(causal, (bool, np.bool_)):
         raise TypeError(f"causal must be True or False, got {causal!r}")
+    if not isinstance(return_lse, (bool, np.bool_)):
+        raise TypeError(f"return_lse must be True or False, got {return_lse!r}")
     nq, nk, dk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
     score_shape = (*lead, nq, nk)
     if mask is not None:
         mask = np.broadcast_to(_check_mask(mask, score_shape), score_shape)  # a view
     dtype = np.result_type(q, k, v, np.float32)
     out = np.zeros((*lead, nq, dv), dtype=dtype)
+    lse = np.full((*lead, nq), -np.inf, dtype=dtype) if return_lse else None
     scale = 1.0 / float(np.sqrt(dk))
     kt = np.swapaxes(k, -2, -1)  # (..., dk, Nk), a view
     for i0 in range(0, nq, block_q):
@@ -196,7 +212,7 @@ def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64)
         qi = q[..., i0:i1, :] * scale  # (..., bq, dk)
         m = np.full((*lead, i1 - i0), -np.inf, dtype=dtype)  # running max
         l = np.zeros((*lead, i1 - i0), dtype=dtype)  # running sum
-        acc = np.zeros((*lead, i1 - i0, dv), dtype=dtype)  # unnormalised output
+        o = np.zeros((*lead, i1 - i0, dv), dtype=dtype)  # unnormalised running output
         last_pos = nk - nq + (i1 - 1)  # position of this block's last query
         for j0 in range(0, nk, block_k):
             if causal and j0 > last_pos:
@@ -217,8 +233,112 @@ def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64)
             alpha = np.exp(m - safe)  # rescales what came before; 0 at the start
             p = np.exp(s - safe[..., None])  # (..., bq, bk)
             l = alpha * l + p.sum(axis=-1)
-            acc = alpha[..., None] * acc + p @ v[..., j0:j1, :]  # (..., bq, dv)
+            o = alpha[..., None] * o + p @ v[..., j0:j1, :]  # (..., bq, dv)
             m = m_new
         seen = (l > 0)[..., None]
-        np.divide(acc, l[..., None], out=out[..., i0:i1, :], where=seen)
-    return out, None
+        np.divide(o, l[..., None], out=out[..., i0:i1, :], where=seen)
+        if return_lse:
+            with np.errstate(divide="ignore"):  # log(0) = -inf: a query that sees nothing
+                lse[..., i0:i1] = m + np.log(l)
+    return out, lse
+
+
+def flash_attention_backward(q, k, v, o, lse, d_out, mask=None, *, causal=False,
+                             block_q=64, block_k=64):
+    """Gradients of attention from the forward pass's output and log-sum-exp.
+
+    Parameters
+    ----------
+    q : array (..., Nq, dk); k : array (..., Nk, dk); v : array (..., Nk, dv)
+        The forward pass's inputs; leading (batch, head) axes broadcast.
+    o : array (..., Nq, dv)
+        The forward pass's output, ``softmax(q k^T / sqrt(dk)) v``.
+    lse : array (..., Nq)
+        The log-sum-exp of each query's scaled, masked scores,
+        ``log(sum_j exp(s_ij))``; ``-inf`` for a query with every key masked.
+    d_out : array (..., Nq, dv)
+        The gradient of the loss with respect to the output.
+    mask : bool array broadcastable to (..., Nq, Nk), optional; True = may
+        attend. Read one tile at a time (a slice of a broadcast view).
+    causal : bool. Query i sits at position ``Nk - Nq + i`` and may attend to
+        keys up to it (bottom-right). Query blocks wholly before a key block
+        are skipped, not computed. Combined with ``mask`` by "and".
+    block_q, block_k : positive ints; need not divide Nq or Nk.
+
+    Returns
+    -------
+    (dq, dk, dv) of the shapes of q, k and v (summed over broadcast axes).
+
+    The steps, for each tile (i, j), with ``D_i = rowsum(dO_i * O_i)``::
+
+        S_ij  = Q_i K_j^T / sqrt(dk)       recomputed
+        P_ij  = exp(S_ij - lse_i)          the weights, already normalised
+        dV_j += P_ij^T dO_i
+        dP_ij = dO_i V_j^T
+        dS_ij = P_ij * (dP_ij - D_i)
+        dQ_i += dS_ij K_j / sqrt(dk)
+        dK_j += dS_ij^T Q_i / sqrt(dk)
+
+    Memory beyond the inputs and the gradients is a few (..., block_q,
+    block_k) tiles and (..., Nq) for D: it does not grow with Nq * Nk.
+    """
+    q, k, v, lead = _check_qkv(q, k, v)
+    o = _as_float_array(o, "o")
+    lse = _as_float_array(lse, "lse")
+    d_out = _as_float_array(d_out, "d_out")
+    if not isinstance(causal, (bool, np.bool_)):
+        raise TypeError(f"causal must be True or False, got {causal!r}")
+    block_q = _block_size(block_q, "block_q")
+    block_k = _block_size(block_k, "block_k")
+    nq, nk, dk, dv = q.shape[-2], k.shape[-2], q.shape[-1], v.shape[-1]
+    out_shape = (*lead, nq, dv)
+    for name, a in (("o", o), ("d_out", d_out)):
+        if a.shape != out_shape:
+            raise ValueError(f"{name} must have the output's shape (..., Nq, dv) = "
+                             f"{out_shape} (q {q.shape}, k {k.shape}, v {v.shape}), "
+                             f"got {a.shape}")
+    if lse.shape != out_shape[:-1]:
+        raise ValueError(f"lse must have one number per query, shape (..., Nq) = "
+                         f"{out_shape[:-1]}, got {lse.shape}")
+    if np.isnan(lse).any() or np.isposinf(lse).any():
+        raise ValueError("lse contains nan or +inf: pass the forward pass's "
+                         "log-sum-exp (-inf only for a fully masked query)")
+    score_shape = (*lead, nq, nk)
+    if mask is not None:
+        mask = np.broadcast_to(_check_mask(mask, score_shape), score_shape)  # a view
+
+    dtype = np.result_type(q, k, v, o, d_out, np.float32)
+    scale = 1.0 / float(np.sqrt(dk))
+    d_rows = (d_out * o).sum(axis=-1)  # D (..., Nq): rowsum(dO * O)
+    safe_lse = np.where(np.isneginf(lse), 0.0, lse)  # a fully masked row
+    dq = np.zeros((*lead, nq, dk), dtype=dtype)
+    dk_ = np.zeros((*lead, nk, dk), dtype=dtype)
+    dv_ = np.zeros((*lead, nk, dv), dtype=dtype)
+    for j0 in range(0, nk, block_k):  # key blocks, outside
+        j1 = min(j0 + block_k, nk)
+        kj, vj = k[..., j0:j1, :], v[..., j0:j1, :]  # (..., bk, dk), (..., bk, dv)
+        # causal: query i (position nk - nq + i) sees key j0 when nk - nq + i >= j0
+        first_i = max(0, j0 - (nk - nq)) if causal else 0
+        start = first_i // block_q * block_q  # the query block holding that row
+        for i0 in range(start, nq, block_q):  # query blocks, inside
+            i1 = min(i0 + block_q, nq)
+            qi = q[..., i0:i1, :]  # (..., bq, dk)
+            s = qi @ np.swapaxes(kj, -2, -1) * scale  # (..., bq, bk), recomputed
+            keep = None
+            if causal and j1 - 1 > nk - nq + i0:  # the tile crosses the diagonal
+                pos = nk - nq + np.arange(i0, i1)[:, None]  # (bq, 1)
+                keep = np.arange(j0, j1)[None, :] <= pos  # (bq, bk)
+            if mask is not None:
+                tile = mask[..., i0:i1, j0:j1]
+                keep = tile if keep is None else keep & tile
+            if keep is not None:
+                s = np.where(keep, s, -np.inf)
+            p = np.exp(s - safe_lse[..., i0:i1, None])  # (..., bq, bk): weights
+            do_i = d_out[..., i0:i1, :]  # (..., bq, dv)
+            dv_[..., j0:j1, :] += np.swapaxes(p, -2, -1) @ do_i
+            dp = do_i @ np.swapaxes(vj, -2, -1)  # (..., bq, bk)
+            ds = p * (dp - d_rows[..., i0:i1, None])  # (..., bq, bk)
+            dq[..., i0:i1, :] += ds @ kj * scale
+            dk_[..., j0:j1, :] += np.swapaxes(ds, -2, -1) @ qi * scale
+    return (_sum_to_shape(dq, q.shape), _sum_to_shape(dk_, k.shape),
+            _sum_to_shape(dv_, v.shape))
