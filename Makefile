@@ -9,7 +9,12 @@
 #   make serve     serve the built site on http://127.0.0.1:$(PORT)
 #   make outputs   re-execute every notebook in place (after an edit); first puts each
 #                  chapter in shape (bootstrap cell, slide metadata: attnbook.nbtools prepare)
-#   make slides    export every chapter as reveal.js slides into slides/
+#   make slides    export every chapter as reveal.js slides into slides/, self-sufficient
+#                  offline (reveal.js, MathJax 2 served from slides/assets/: npm ci installs
+#                  them from package-lock.json); SOLUTIONS=yes adds each solution on a sub-slide
+#   make pdf       print the built site to A4 PDFs in pdf/: one per chapter page and one for
+#                  the whole book, a student set (no solutions) and a teacher's set (solutions)
+#   make assets    npm ci: the front-end files slides and PDFs use (node_modules/)
 #   make student   the student kit in student/: chapters without solutions, its own README,
 #                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
 #                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
@@ -20,10 +25,13 @@
 #                  set-up cell, without re-executing; the launch buttons open the new tag REF
 #                  (never a branch), Colab installs attnbook from this commit; then commit and
 #                  tag that commit REF. `make repository URL=` unsets it
-#   make clean     remove the built site, slides/ and student/; `make distclean` also .venv
+#   make clean     remove the built site, slides/, pdf/ and student/; `make distclean` also
+#                  .venv and node_modules/
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
 # folder of wheels made once with `pip download -r requirements.txt -d wheelhouse`.
+# `make slides` and `make pdf` need node_modules/ (`make assets`, once, online; or offline
+# from npm's cache with `make assets NPM_OFFLINE=yes`).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -43,7 +51,8 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: book test lab serve outputs slides student student-lab figures clean distclean venv torch repository
+.PHONY: book test lab serve outputs slides pdf assets student student-lab figures clean distclean \
+	venv torch repository
 
 venv: $(STAMP)
 
@@ -67,7 +76,8 @@ $(TORCH_STAMP): requirements-torch.txt | $(STAMP)
 # reads (README.md is excluded in _config.yml). Its log and exit code are kept beside it;
 # `make test` checks that very site (tests/conftest.py, built_site).
 SITE_INPUTS := $(shell find . \( -name .git -o -name .venv -o -name _build -o -name tests \
-	-o -name student -o -name slides -o -name wheelhouse -o -name __pycache__ \
+	-o -name student -o -name slides -o -name pdf -o -name node_modules -o -name wheelhouse \
+	-o -name __pycache__ -o -path ./package.json -o -path ./package-lock.json \
 	-o -name .ipynb_checkpoints -o -name .pytest_cache -o -name .hypothesis -o -name '*.egg-info' \
 	-o -name .ci -o -name .github \
 	-o -path ./README.md -o -path ./conftest.py \) -prune -o -type f -print)
@@ -107,9 +117,29 @@ outputs: $(STAMP)
 	$(BIN)/python -m attnbook.nbtools execute $(NOTEBOOKS)
 	$(BIN)/python -m attnbook.nbtools tidy $(NOTEBOOKS)
 
-slides: $(STAMP)
-	$(BIN)/jupyter nbconvert --to slides --output-dir slides $(NOTEBOOKS)
-	@echo "Slides in slides/ (open a .slides.html in a browser; reveal.js and MathJax come from CDNs)"
+# Front-end files for the classroom exports, pinned in package-lock.json (npm's registry):
+# reveal.js 4.0.2 (the version nbconvert's template is written for), MathJax 2.7.9,
+# require.js and jQuery for the decks; the Noto Sans SC web font for the PDFs' Chinese.
+NODE_STAMP := node_modules/.installed
+NPM_OFFLINE ?=
+assets: $(NODE_STAMP)
+
+$(NODE_STAMP): package.json package-lock.json
+	@command -v npm >/dev/null || { echo "make $@ needs npm (Debian: apt-get install npm)"; exit 1; }
+	npm ci --no-audit --no-fund $(if $(NPM_OFFLINE),--offline)
+	@touch $@
+
+SOLUTIONS ?=
+slides: $(STAMP) $(NODE_STAMP)
+	rm -rf slides
+	$(BIN)/python -m attnbook.slides_export slides $(NOTEBOOKS) $(if $(SOLUTIONS),--solutions)
+	@echo "Open slides/<chapter>.slides.html in a browser (file:// or http): nothing comes from the internet."
+	@echo "Copy the whole slides/ folder (the decks need slides/assets/)."
+
+# The PDFs are printed from the built site by Debian's chromium (CHROMIUM=/path to another).
+pdf: book $(NODE_STAMP)
+	rm -rf pdf
+	$(BIN)/python -m attnbook.handouts _build/html pdf
 
 CHAPTERS ?=
 KEY ?=
@@ -136,7 +166,7 @@ repository: $(STAMP)
 	$(BIN)/python -m attnbook.nbtools repository "$(URL)" "$(REF)" $(NOTEBOOKS)
 
 clean:
-	rm -rf _build slides student
+	rm -rf _build slides pdf student
 
 distclean: clean
-	rm -rf $(VENV)
+	rm -rf $(VENV) node_modules

@@ -1,0 +1,419 @@
+"""`make pdf`: the built site printed to A4 PDFs by Debian's chromium, for teachers to print.
+
+For each page of the book (in the order of _toc.yml) and for each of two editions:
+
+- ``pdf/student/<page>.pdf``: no solutions (the site's print style sheet,
+  ``_static/print.css``, leaves them out of any printout by default);
+- ``pdf/teacher/<page>.pdf``: every solution printed open (``<html class="attnbook-teacher">``);
+
+and the whole book for each edition, ``pdf/book-student.pdf`` and ``pdf/book-teacher.pdf``:
+a title page with a table of contents (each page's first page number, and a link to it),
+then every page, numbered through at the top right; the PDF's bookmarks list the pages.
+Each page's own PDF says "page N of M" at the foot.
+
+The pages are served from the built site on 127.0.0.1 and every request to another host is
+blocked: a page that asked for one would fail the run (so would a failed request, or math
+that MathJax did not typeset). Chinese (the glossary) is set in the Noto Sans SC web font,
+served from node_modules/@fontsource/noto-sans-sc (npm ci, package-lock.json), so no CJK
+font needs to be installed; the PDF embeds the characters it uses. No LaTeX, no browser
+download: Playwright drives the chromium binary (CHROMIUM=/path/to/chromium to choose).
+
+    python -m attnbook.handouts SITE_HTML OUTDIR [--pages chapters/06_masking ...]
+                                                 [--editions student teacher] [--no-book]
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import html
+import http.server
+import os
+import re
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FONT_PACKAGE = ROOT / "node_modules" / "@fontsource" / "noto-sans-sc"
+FONT_PREFIX = "/_attnbook_print_fonts/"
+EDITIONS = ("student", "teacher")
+TEACHERS_ONLY = {"instructor_guide"}  # pages left out of the student edition
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Every other host is unreachable: requests go to a proxy that does not exist.
+LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+               "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1;localhost"]
+A4_MARGIN = {"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"}
+TITLE = "Attention, computed"
+# The contents' links, as chromium prints them (it drops links to anchors that do not exist);
+# _link_contents turns each into a link to a page of the book. Nothing is ever fetched.
+PAGE_LINK = "http://attnbook-page.invalid/"
+
+__all__ = ["pages_in_order", "Printer", "make_pdfs", "main"]
+
+
+def pages_in_order(toc=ROOT / "_toc.yml") -> list[str]:
+    """The book's pages, as in its table of contents: 'intro', 'glossary', 'chapters/01_...'."""
+    text = Path(toc).read_text(encoding="utf-8")
+    root = re.search(r"^root:\s*(\S+)", text, re.M)
+    return ([root[1]] if root else []) + re.findall(r"file:\s*(\S+)", text)
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    """The built site, plus the web font's package under FONT_PREFIX."""
+
+    fonts = FONT_PACKAGE
+
+    def translate_path(self, path):
+        clean = path.split("?", 1)[0].split("#", 1)[0]
+        if clean.startswith(FONT_PREFIX):
+            rel = Path(clean[len(FONT_PREFIX):])
+            if ".." in rel.parts:
+                return str(self.fonts / "__missing__")
+            return str(self.fonts / rel)
+        return super().translate_path(path)
+
+    def log_message(self, *args):
+        pass
+
+
+# Runs in the page before printing: the edition, the web font, every image and the math ready.
+PREPARE = r"""
+async ([teacher, fontCss]) => {
+  document.documentElement.classList.toggle("attnbook-teacher", teacher);
+  if (fontCss) {
+    const link = document.createElement("link");
+    link.rel = "stylesheet"; link.href = fontCss;
+    const loaded = new Promise((ok) => { link.onload = ok; link.onerror = ok; });
+    document.head.appendChild(link);
+    await loaded;
+  }
+  // Open every collapsed box ("In the source", and in the teacher's edition the solutions).
+  document.querySelectorAll("details").forEach((d) => { d.open = true; });
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
+  if (window.attnbookLiveReady) await window.attnbookLiveReady;
+  await Promise.all(Array.from(document.images).map((img) => img.complete ? null :
+    new Promise((ok) => { img.onload = ok; img.onerror = ok; })));
+  // The glyphs of CJK text have to be fetched (unicode-range slices) before printing.
+  const cjk = document.body.innerText.match(/[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]+/g) || [];
+  if (cjk.length) await document.fonts.load('16px "Noto Sans SC"', cjk.join(""));
+  await document.fonts.ready;
+  const article = document.querySelector("article") || document.body;
+  // The page's title as plain text (math as its TeX, lightly simplified), for the footer and
+  // the contents; and typeset in the theme's printed title, which shows the raw TeX.
+  const tex = new Map();
+  if (window.MathJax && MathJax.startup && MathJax.startup.document)
+    for (const item of MathJax.startup.document.math) tex.set(item.typesetRoot, item.math);
+  const plain = (t) => t.replace(/\\sqrt\{([^}]*)\}/g, "\u221a$1").replace(/\\(left|right)/g, "")
+    .replace(/\\([a-zA-Z]+)/g, "$1").replace(/[{}]/g, "");
+  const text = (node) => {
+    if (node.nodeType === Node.TEXT_NODE) return node.textContent;
+    if (node.nodeType !== Node.ELEMENT_NODE || node.classList.contains("headerlink")) return "";
+    if (node.tagName.toLowerCase() === "mjx-container") return plain(tex.get(node) || "");
+    return Array.from(node.childNodes).map(text).join("");
+  };
+  const h1 = article.querySelector("h1");
+  const printed = document.querySelector("#jb-print-docs-body h1");
+  if (h1 && printed) {
+    const copy = h1.cloneNode(true);
+    copy.querySelectorAll(".headerlink").forEach((a) => a.remove());
+    printed.innerHTML = copy.innerHTML;
+  }
+  const raw = (article.innerText.match(/\$[^$\n]{1,60}\$|\\\(|\\\[/g) || []).length;
+  // Anything wider than the paper's text column would be cut at the right margin.
+  const column = article.getBoundingClientRect().right;
+  const overflow = [];
+  article.querySelectorAll("pre, table, img, .cell_output, div.highlight, mjx-container, svg")
+    .forEach((el) => {
+      if (!el.offsetParent && el.tagName.toLowerCase() !== "svg") return;   // not printed
+      const r = el.getBoundingClientRect();
+      if (r.width === 0) return;
+      const scrolls = el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "visible";
+      if (r.right > column + 1 || scrolls)
+        overflow.push(el.tagName.toLowerCase() + ": " + (el.textContent || "").trim().slice(0, 60));
+    });
+  const shown = (sel) => Array.from(document.querySelectorAll(sel)).filter((el) => el.offsetParent).length;
+  return {
+    overflow: overflow,
+    showSource: (article.innerText.match(/Show code cell (source|content|output)/g) || []).length,
+    solutionsShown: shown(".solution"),
+    title: (h1 ? text(h1) : document.title).trim(),
+    math: document.querySelectorAll("mjx-container").length,
+    mathErrors: document.querySelectorAll("mjx-merror").length,
+    rawMath: raw,
+    solutions: document.querySelectorAll(".solution").length,
+  };
+}
+"""
+
+FOOTER = """<div style="font-size:8px; width:100%; margin:0 14mm; display:flex;
+ justify-content:space-between; color:#555; font-family:sans-serif;">
+<span>{title} &middot; {page}</span>
+<span>page <span class="pageNumber"></span> of <span class="totalPages"></span></span></div>"""
+
+
+class Printer:
+    """One chromium, one local server for the site; ``print_page`` writes one PDF."""
+
+    def __init__(self, site: Path, fonts: Path = FONT_PACKAGE, browser=None):
+        """``browser``: a Playwright chromium already launched with LAUNCH_ARGS (the tests'
+        shared one); by default one is launched here and closed with the printer."""
+
+        self.site = Path(site).resolve()
+        handler = functools.partial(type("H", (_Handler,), {"fonts": Path(fonts)}),
+                                    directory=str(self.site))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.base = f"http://127.0.0.1:{self.server.server_address[1]}/"
+        self.font_css = (self.base.rstrip("/") + FONT_PREFIX + "400.css"
+                         if (Path(fonts) / "400.css").exists() else None)
+        self._playwright = None
+        if browser is None:
+            if not Path(CHROMIUM).exists():
+                self.close_server()
+                raise SystemExit(f"make pdf needs chromium ({CHROMIUM} not found): apt-get "
+                                 "install chromium, or set CHROMIUM=/path/to/chromium")
+            from playwright.sync_api import sync_playwright
+
+            self._playwright = sync_playwright().start()
+            browser = self._playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+        self.browser = browser
+        # The viewport is as wide as the A4 text column (210 - 2 x 14 mm = 688 CSS px), so
+        # what is measured before printing (see PREPARE) is laid out as on paper.
+        self.context = self.browser.new_context(viewport={"width": 688, "height": 1000})
+        self.context.set_default_timeout(60_000)
+        self.problems: list[str] = []   # failed requests, requests to other hosts
+        self.requests: list[str] = []   # every URL the pages asked for
+
+    def close_server(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def close(self):
+        try:
+            self.context.close()
+            if self._playwright is not None:
+                self.browser.close()
+        finally:
+            if self._playwright is not None:
+                self._playwright.stop()
+            self.close_server()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def _watch(self, page, where):
+        def failed(request):
+            if request.url.startswith(("data:", "blob:", "about:")):
+                return
+            if not request.url.startswith(self.base):
+                self.problems.append(f"{where}: request to another host: {request.url}")
+            elif request.failure != "net::ERR_ABORTED":
+                self.problems.append(f"{where}: {request.url} failed ({request.failure})")
+
+        def response(resp):
+            if resp.status >= 400 and not resp.url.endswith("favicon.ico"):
+                self.problems.append(f"{where}: {resp.url} answered {resp.status}")
+
+        page.on("request", lambda r: self.requests.append(r.url))
+        page.on("requestfailed", failed)
+        page.on("response", response)
+
+    def print_page(self, name: str, target: Path, edition: str = "student") -> dict:
+        """Print the site's page `name` (e.g. 'chapters/06_masking') to `target`."""
+        page = self.context.new_page()
+        self._watch(page, f"{name} ({edition})")
+        try:
+            page.goto(self.base + name + ".html", wait_until="load")
+            page.emulate_media(media="print")
+            info = page.evaluate(PREPARE, [edition == "teacher", self.font_css])
+            for what in info["overflow"]:
+                self.problems.append(f"{name}: wider than the paper, cut at the margin: {what}")
+            if info["showSource"]:
+                self.problems.append(f"{name}: {info['showSource']} 'Show code cell' bars printed")
+            wanted = info["solutions"] if edition == "teacher" else 0
+            if info["solutionsShown"] != wanted:
+                self.problems.append(f"{name} ({edition}): {info['solutionsShown']} of "
+                                     f"{info['solutions']} solutions printed")
+            if info["mathErrors"] or info["rawMath"]:
+                self.problems.append(f"{name}: math not typeset ({info['mathErrors']} errors, "
+                                     f"{info['rawMath']} raw TeX delimiters)")
+            label = html.escape(info["title"])
+            target.parent.mkdir(parents=True, exist_ok=True)
+            page.pdf(path=str(target), format="A4", margin=A4_MARGIN, print_background=True,
+                     display_header_footer=True, header_template="<span></span>",
+                     footer_template=FOOTER.format(title=TITLE, page=label),
+                     outline=True, tagged=True)
+            return info
+        finally:
+            page.close()
+
+    def html_to_pdf(self, document: str, target: Path, **options):
+        """A small HTML document (the title page, the page-number overlay) printed to PDF."""
+        page = self.context.new_page()
+        self._watch(page, target.name)
+        try:
+            page.route(self.base + "_attnbook_print_doc.html", lambda route: route.fulfill(
+                status=200, body=document, content_type="text/html; charset=utf-8"))
+            page.goto(self.base + "_attnbook_print_doc.html")
+            page.evaluate("document.fonts.ready.then(() => true)")
+            page.pdf(path=str(target), format="A4", print_background=True, **options)
+        finally:
+            page.close()
+
+
+def _title_page(entries, edition: str) -> str:
+    rows = "\n".join(
+        f'<tr><td><a href="{PAGE_LINK}{start}">{html.escape(title)}</a></td><td class="n">{start}</td></tr>'
+        for title, start in entries)
+    what = ("Student handout: the exercises without their solutions." if edition == "student" else
+            "Teacher's edition: every exercise with its solution.")
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+    @page {{ size: A4; margin: 20mm 18mm; }}
+    body {{ font-family: system-ui, sans-serif; color: #222; }}
+    h1 {{ font-size: 28pt; margin: 0 0 4pt 0; }} p.what {{ color: #555; margin: 0 0 16pt 0; }}
+    h2 {{ font-size: 14pt; border-bottom: 1px solid #999; padding-bottom: 3pt; }}
+    table {{ width: 100%; border-collapse: collapse; font-size: 10.5pt; }}
+    td {{ padding: 2.5pt 0; border-bottom: 1px dotted #bbb; }} td.n {{ text-align: right; width: 3em; }}
+    a {{ color: inherit; text-decoration: none; }}
+    </style></head><body><h1>{TITLE}</h1><p class="what">{what}</p>
+    <h2>Contents</h2><table>{rows}</table></body></html>"""
+
+
+def _numbers_overlay(first: int, count: int) -> str:
+    """`count` A4 pages, each with its book page number (from `first`) at the top right."""
+    pages = "".join(f'<div class="p"><span>{first + i}</span></div>' for i in range(count))
+    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+    @page {{ size: A4; margin: 0; }} body {{ margin: 0; }}
+    .p {{ width: 210mm; height: 297mm; position: relative; break-after: page; }}
+    .p span {{ position: absolute; top: 7mm; right: 14mm; font: 9px sans-serif; color: #555; }}
+    </style></head><body>{pages}</body></html>"""
+
+
+def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
+    """Title page + contents, then every page's PDF, numbered through, with bookmarks."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import Fit
+
+    readers = [(title, PdfReader(str(path))) for title, path in parts]
+    # The title page is one page as long as the contents fit (about 45 entries); measure it.
+    contents_pages = 1
+    for _ in range(3):
+        entries, start = [], contents_pages + 1
+        for title, reader in readers:
+            entries.append((title, start))
+            start += len(reader.pages)
+        title_pdf = workdir / f"title-{edition}.pdf"
+        printer.html_to_pdf(_title_page(entries, edition), title_pdf)
+        measured = len(PdfReader(str(title_pdf)).pages)
+        if measured == contents_pages:
+            break
+        contents_pages = measured
+    body_pages = start - 1 - contents_pages
+    overlay_pdf = workdir / f"numbers-{edition}.pdf"
+    printer.html_to_pdf(_numbers_overlay(contents_pages + 1, body_pages), overlay_pdf)
+    overlay = PdfReader(str(overlay_pdf))
+
+    writer = PdfWriter()
+    for page in PdfReader(str(title_pdf)).pages:
+        writer.add_page(page)
+    k = 0
+    for title, reader in readers:
+        for page in reader.pages:
+            added = writer.add_page(page)
+            added.merge_page(overlay.pages[k])
+            added.compress_content_streams()  # merging decompressed them
+            k += 1
+    for title, first in entries:  # bookmarks, once their pages are in
+        writer.add_outline_item(title=title, page_number=first - 1, fit=Fit.fit())
+    # Links from the contents to each page's first page.
+    _link_contents(writer, title_pdf, entries)
+    writer.add_metadata({"/Title": f"{TITLE} ({edition})"})
+    writer.compress_identical_objects()  # the fonts and images each page repeats
+    with open(target, "wb") as out:
+        writer.write(out)
+    return start - 1
+
+
+def _link_contents(writer, title_pdf, entries):
+    """Turn each line of the contents into a link to its page (see PAGE_LINK)."""
+    from pypdf.annotations import Link
+    from pypdf.generic import NameObject, ArrayObject
+
+    starts = {start for _, start in entries}
+    for index, page in enumerate(writer.pages):
+        annots = page.get("/Annots")
+        if not annots:
+            if index > 5:  # past the contents
+                break
+            continue
+        keep = ArrayObject()
+        for ref in annots:
+            annot = ref.get_object()
+            uri = annot.get("/A", {}).get("/URI", "") if annot.get("/A") else ""
+            m = re.fullmatch(re.escape(PAGE_LINK) + r"(\d+)", str(uri))
+            if m and int(m[1]) in starts:
+                rect = [float(x) for x in annot["/Rect"]]
+                writer.add_annotation(index, Link(rect=rect, target_page_index=int(m[1]) - 1))
+            else:
+                keep.append(ref)
+        page[NameObject("/Annots")] = keep
+
+
+def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, fonts=FONT_PACKAGE,
+              log=print) -> dict:
+    """Write the PDFs; returns {path: number of pages}. Raises SystemExit on any problem."""
+    from pypdf import PdfReader
+
+    site, outdir = Path(site), Path(outdir)
+    if not (site / "index.html").exists():
+        raise SystemExit(f"No built site in {site}: run `make book` first")
+    if not (Path(fonts) / "400.css").exists():
+        raise SystemExit(f"{fonts} is missing: run `make assets` (npm ci) for the Chinese web font")
+    pages = pages or pages_in_order()
+    written: dict[Path, int] = {}
+    started = time.time()
+    with Printer(site, fonts) as printer:
+        for edition in editions:
+            parts = []
+            for name in pages:
+                if edition == "student" and name in TEACHERS_ONLY:
+                    continue
+                target = outdir / edition / (name.replace("/", "-").replace("chapters-", "") + ".pdf")
+                info = printer.print_page(name, target, edition)
+                n = len(PdfReader(str(target)).pages)
+                written[target] = n
+                parts.append((info["title"], target))
+                log(f"  {target} ({n} pages, {info['math']} formulas)")
+            if book:
+                target = outdir / f"book-{edition}.pdf"
+                work = outdir / ".work"
+                work.mkdir(parents=True, exist_ok=True)
+                written[target] = _book(printer, parts, edition, target, work)
+                shutil.rmtree(work)
+                log(f"  {target} ({written[target]} pages)")
+        if printer.problems:
+            raise SystemExit("make pdf: " + "\n  ".join(["problems:"] + printer.problems))
+    size = sum(p.stat().st_size for p in written)
+    log(f"{len(written)} PDFs in {outdir}/, {size / 1e6:.1f} MB, in {time.time() - started:.0f} s")
+    return {str(p): n for p, n in written.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("site", help="the built site, e.g. _build/html")
+    parser.add_argument("outdir")
+    parser.add_argument("--pages", nargs="+", help="pages to print (default: the whole book)")
+    parser.add_argument("--editions", nargs="+", choices=EDITIONS, default=list(EDITIONS))
+    parser.add_argument("--no-book", action="store_true", help="only one PDF per page")
+    args = parser.parse_args(argv)
+    make_pdfs(args.site, args.outdir, args.pages, args.editions, not args.no_book)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
