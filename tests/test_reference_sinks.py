@@ -112,3 +112,22 @@ def test_reach_rejects_bad_input():
         ref.reach_after_layers(5, ["local"], 3)
     with pytest.raises(ValueError, match="window"):
         ref.reach_after_layers(5, ["sliding"], 0)
+
+
+def test_live_figure_numbers_follow_the_formula_over_the_whole_range():
+    """Chapter 19's live figure (attnbook.live.SinkDrain): its Python numbers,
+    which the browser tests compare with its JavaScript, equal the sink
+    formula exp(z_j) / (sum exp(z) + exp(b)) at every slider value."""
+    live = pytest.importorskip("attnbook.live")
+    pytest.importorskip("anywidget")
+    z, values = np.array([2.0, 0.5, -0.5, 1.0]), np.array([1.0, -2.0, 0.5, 3.0])
+    fig = live.SinkDrain(z, values, b=0.0)
+    steps = fig.control_values()
+    assert steps[0] == -4.0 and steps[-1] == 6.0 and len(steps) == 41
+    for b in steps:
+        w = np.exp(z) / (np.exp(z).sum() + np.exp(b))
+        share = 1 - w.sum()
+        assert fig.numbers(b) == ([f"{x:.2f}" for x in w] + [f"{share:.2f}"]
+                                  + [f"{share:.3f}", f"{w @ values:.3f}"])
+    with pytest.raises(ValueError, match="one value per score"):
+        live.SinkDrain([1.0, 2.0], [1.0])
