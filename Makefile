@@ -101,7 +101,7 @@ book: $(SITE)
 # processes (workers, kernels); each reuses the bytecode the first one compiled (attnbook,
 # the rewritten test modules, in __pycache__/, ignored by git), even where the environment
 # sets PYTHONDONTWRITEBYTECODE: recompiling in each costs about 4 CPU-seconds per run.
-test: $(STAMP) $(SITE)
+test: $(STAMP) $(SITE) $(if $(shell command -v npm),$(NODE_STAMP))
 	PYTHONDONTWRITEBYTECODE= ATTNBOOK_SITE=$(CURDIR)/_build $(BIN)/python -m pytest -n auto --dist loadfile $(PYTEST_NB) --durations=10
 
 lab: $(STAMP)

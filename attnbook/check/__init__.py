@@ -12,6 +12,7 @@ Part VI: the KV cache (14)      :mod:`attnbook.check.kv_cache`
 Part VI: GQA (15)               :mod:`attnbook.check.gqa`
 Part VI: MLA (16)               :mod:`attnbook.check.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.check.fast`
+Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -35,6 +36,7 @@ from .mla import check_absorbed_scores
 from .multihead import check_merge_heads, check_multihead_list, check_split_heads
 from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
+from .sinks import check_attention_with_sinks, check_reach_after_layers
 from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
 from .softmax import (check_attention, check_scores, check_soft_lookup, check_softmax,
@@ -55,6 +57,8 @@ __all__ = [
     # Part VII
     "check_merge_states", "check_attention_flops",
     "check_causal_tiles", "check_flash_backward",
+    # Part VIII
+    "check_attention_with_sinks", "check_reach_after_layers",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -88,6 +92,8 @@ ANSWER_KEY = {
     "check_causal_tiles": [],
     "check_flash_backward": ["flash_attention_backward"],
     "check_attention_flops": [],
+    "check_attention_with_sinks": ["attention_with_sinks"],
+    "check_reach_after_layers": ["reach_after_layers"],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

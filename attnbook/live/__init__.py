@@ -49,7 +49,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
-           "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks",
+           "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
@@ -381,8 +381,47 @@ if anywidget is not None:
             out += [_fixed(x, 3) for x in o_all[0] / l_all[0]]
             return out + [_fixed(m, 3), _fixed(l, 3)]
 
+    class SinkDrain(SliderFigure):
+        """Chapter 19: one row of attention with a sink, the sink logit b
+        on a slider (gpt-oss): the keys' weights, the sink's share, the
+        output."""
+        js_file = "sink_drain.js"
+        description = "one row with a sink, the sink logit b on a slider"
+        z = traitlets.List(traitlets.Float()).tag(sync=True)
+        values = traitlets.List(traitlets.Float()).tag(sync=True)
+        labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+        def __init__(self, z, values, *, b=0.0, b_min=-4.0, b_max=6.0,
+                     step=0.25):
+            z = [float(x) for x in np.asarray(z, dtype=float)]
+            values = [float(x) for x in np.asarray(values, dtype=float)]
+            if len(z) != len(values) or not z:
+                raise ValueError(f"need one value per score, got {len(z)} "
+                                 f"scores and {len(values)} values")
+            super().__init__(z=z, values=values,
+                             labels=[str(i) for i in range(len(z))],
+                             value=b, min=b_min, max=b_max, step=step)
+
+        def row(self, b=None):
+            """(weights of the keys, output) from the answer key at ``b``."""
+            b = self.value if b is None else b
+            # one head, one query whose scores are z: q = z, k = identity
+            # times sqrt(d) so that q k^T / sqrt(d) = z
+            d = len(self.z)
+            q = np.array(self.z)[None, None, :]              # (1, 1, d)
+            k = np.eye(d)[None] * np.sqrt(d)                 # (1, d, d)
+            v = np.array(self.values)[None, :, None]         # (1, d, 1)
+            out, w = ref.attention_with_sinks(q, k, v, np.array([b]))
+            return w[0, 0], float(out[0, 0, 0])
+
+        def numbers(self, control=None):
+            w, out = self.row(control)
+            share = 1.0 - w.sum()
+            return ([_fixed(x, 2) for x in w] + [_fixed(share, 2)]
+                    + [_fixed(share, 3), _fixed(out, 3)])
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
-               KVCacheSizes, FlashBlocks]
+               KVCacheSizes, FlashBlocks, SinkDrain]
 
 
 # --- what `make outputs` keeps of the widget state ---

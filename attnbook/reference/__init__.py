@@ -33,6 +33,7 @@ Part VI: the KV cache (14)      :mod:`attnbook.reference.kv_cache`
 Part VI: GQA, LLaMA (15)        :mod:`attnbook.reference.gqa`
 Part VI: MLA (16)               :mod:`attnbook.reference.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.reference.fast`
+Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -49,6 +50,7 @@ from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
 from .multihead import (mask_for_heads, merge_heads, multihead_attention,
                         multihead_cross_attention, split_heads)
 from .rope import rope, rope_angles
+from .sinks import attention_with_sinks, reach_after_layers
 
 __all__ = [
     # Parts I-III
@@ -64,4 +66,6 @@ __all__ = [
     # Part VII
     "flash_attention", "online_softmax_state", "attention_state", "merge_attention_states",
     "flash_attention_backward",
+    # Part VIII
+    "attention_with_sinks", "reach_after_layers",
 ]

@@ -1,0 +1,111 @@
+"""The checkers of chapter 19: the answer key passes; every listed wrong
+answer fails with its own hint; no two mistakes give the same numbers on
+every case."""
+
+import io
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+
+from attnbook import check
+from attnbook import reference as ref
+from attnbook.check import sinks as check_sinks
+
+
+def _run(checker, fn):
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        verdict = checker(fn)
+    return bool(verdict), buf.getvalue()
+
+
+def test_answer_keys_pass():
+    assert _run(check.check_attention_with_sinks, ref.attention_with_sinks)[0]
+    assert _run(check.check_reach_after_layers, ref.reach_after_layers)[0]
+
+
+# The wrong answers of attention_with_sinks, by the words of their hints.
+SINK_MISTAKES = {
+    "sink left out (rows sum to 1)": "the sink is missing",
+    "sink added to the values": "the sink has no value",
+    "one sink logit for all heads (not per head)": "the same sink logit",
+    "sinks of the wrong heads": "reversed along",
+    "scores not scaled": "not scaled",
+    "sink column kept in the weights": "still have the sink's column",
+    "row maximum over the keys only (nan on a fully masked row)": "maximum was taken over",
+    "mask applied after the softmax": "after the softmax",
+}
+
+
+@pytest.mark.parametrize("index", range(len(SINK_MISTAKES)), ids=list(SINK_MISTAKES))
+def test_attention_with_sinks_rejects_each_mistake_with_its_hint(index):
+    mistakes = check_sinks.attention_with_sinks_mistakes()
+    assert len(mistakes) == len(SINK_MISTAKES)
+    passed, report = _run(check.check_attention_with_sinks, mistakes[index].fn)
+    assert not passed
+    flat = " ".join(report.split())
+    assert list(SINK_MISTAKES.values())[index] in flat, report
+    others = [w for i, w in enumerate(SINK_MISTAKES.values()) if i != index]
+    assert not any(w in flat for w in others), report
+
+
+REACH_MISTAKES = {
+    "window off by one (W back per layer, not W - 1)": "one too far back",
+    "no clamp at position 0": "below 0",
+    "a full layer counted as sliding": "a full layer was counted",
+    "reach does not grow with the layers": "does not grow",
+    "distance instead of position": "how far back",
+}
+
+
+@pytest.mark.parametrize("index", range(len(REACH_MISTAKES)), ids=list(REACH_MISTAKES))
+def test_reach_rejects_each_mistake_with_its_hint(index):
+    mistakes = check_sinks.reach_mistakes()
+    assert len(mistakes) == len(REACH_MISTAKES)
+    passed, report = _run(check.check_reach_after_layers, mistakes[index].fn)
+    assert not passed
+    flat = " ".join(report.split())
+    assert list(REACH_MISTAKES.values())[index] in flat, report
+
+
+def _results(fn, cases):
+    out = []
+    for case in cases:
+        try:
+            with np.errstate(all="ignore"):
+                got = fn(*case.args, **case.kwargs)
+        except Exception as exc:  # noqa: BLE001
+            got = repr(exc)
+        out.append(got)
+    return out
+
+
+def _same(a, b):
+    try:
+        return all(np.allclose(np.asarray(x[0] if isinstance(x, tuple) else x, float),
+                               np.asarray(y[0] if isinstance(y, tuple) else y, float),
+                               equal_nan=True) for x, y in zip(a, b))
+    except (ValueError, TypeError):
+        return False
+
+
+@pytest.mark.parametrize("cases, mistakes", [
+    (check_sinks.attention_with_sinks_cases, check_sinks.attention_with_sinks_mistakes),
+    (check_sinks.reach_cases, check_sinks.reach_mistakes),
+], ids=["attention_with_sinks", "reach_after_layers"])
+def test_no_two_mistakes_agree_on_every_case(cases, mistakes):
+    cs = cases()
+    results = [_results(m.fn, cs) for m in mistakes()]
+    for i in range(len(results)):
+        for j in range(i + 1, len(results)):
+            if {i, j} == {0, 5}:
+                continue  # same outputs, told apart by the weights' shape
+            assert not _same(results[i], results[j]), (i, j)
+
+
+def test_a_checker_survives_a_function_that_raises():
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+    passed, report = _run(check.check_attention_with_sinks, broken)
+    assert not passed and "boom" in report
