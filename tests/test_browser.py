@@ -303,7 +303,10 @@ def test_tables_figures_and_equations_fit_their_column(visits, record_property):
     record_property("report:display equations that scroll sideways (with a shadow)",
                     "\n".join(sorted(scrolling)) or "  none")
     assert counted.get("table", 0) > 40 and counted.get("figure", 0) > 30, counted
-    assert counted.get("equation", 0) > 20 and counted.get("live figure") == 6, counted
+    import site_tour
+
+    assert counted.get("equation", 0) > 20, counted
+    assert counted.get("live figure") == len(site_tour.live_chapters()), counted
     assert not problems, f"{len(problems)} table(s), figure(s) or equation(s) do not fit:\n" + \
         "\n".join(problems[:40])
 
