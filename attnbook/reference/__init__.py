@@ -33,6 +33,7 @@ Part VI: the KV cache (14)      :mod:`attnbook.reference.kv_cache`
 Part VI: GQA, LLaMA (15)        :mod:`attnbook.reference.gqa`
 Part VI: MLA (16)               :mod:`attnbook.reference.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.reference.fast`
+Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -48,6 +49,8 @@ from .learn import attention_backward, cross_entropy, self_attention_backward
 from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
 from .multihead import (mask_for_heads, merge_heads, multihead_attention,
                         multihead_cross_attention, split_heads)
+from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
+                      split_query_gate)
 from .rope import rope, rope_angles
 
 __all__ = [
@@ -63,4 +66,6 @@ __all__ = [
     "mla_queries",
     # Part VII
     "flash_attention", "online_softmax_state", "attention_state", "merge_attention_states",
+    # Part VIII
+    "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
 ]
