@@ -31,7 +31,7 @@ __all__ = ["soft_cap", "split_query_gate", "gated_attention_output",
 def soft_cap(s, cap):
     """Soft-capping: ``cap * tanh(s / cap)``, elementwise.
 
-    Near 0 it is the identity (slope 1); it never leaves (-cap, cap). Gemma 2
+    Near 0 it is the identity (slope 1); it never leaves [-cap, cap]. Gemma 2
     applies it to the attention scores (``attn_logit_softcapping`` = 50 in
     its config.json) and to the final logits (30). ``cap`` must be > 0.
     """
@@ -78,7 +78,8 @@ def gated_attention_output(o, gate, w_o):
     if w_o.ndim != 2 or w_o.shape[0] != o.shape[-1]:
         raise ValueError(f"w_o must be (H * hd, D) with H * hd = {o.shape[-1]},"
                          f" got {w_o.shape}")
-    return (o / (1.0 + np.exp(-gate))) @ w_o
+    sigmoid = 0.5 * (1.0 + np.tanh(0.5 * gate))  # 1/(1+e^-g), no overflow
+    return (o * sigmoid) @ w_o
 
 
 def qk_norm_attention(x, w_q, w_k, w_v, w_o, q_norm, k_norm, n_heads,
