@@ -12,6 +12,7 @@ Part VI: the KV cache (14)      :mod:`attnbook.check.kv_cache`
 Part VI: GQA (15)               :mod:`attnbook.check.gqa`
 Part VI: MLA (16)               :mod:`attnbook.check.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.check.fast`
+Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -32,6 +33,7 @@ from .learn import (check_attention_backward, check_cross_entropy,
                     check_self_attention_backward)
 from .mla import check_absorbed_scores
 from .multihead import check_merge_heads, check_multihead_list, check_split_heads
+from .qk_norm import check_gated_output, check_qk_norm_queries, check_soft_cap
 from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
 from .self_attention import (check_causal_mask, check_cross_attention,
@@ -53,6 +55,8 @@ __all__ = [
     "check_rolling_attention", "check_gqa", "check_absorbed_scores",
     # Part VII
     "check_merge_states", "check_attention_flops",
+    # Part VIII
+    "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -84,6 +88,9 @@ ANSWER_KEY = {
     "check_absorbed_scores": [],
     "check_merge_states": ["merge_attention_states"],
     "check_attention_flops": [],
+    "check_soft_cap": ["soft_cap"],
+    "check_qk_norm_queries": [],
+    "check_gated_output": ["gated_attention_output"],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry
