@@ -171,3 +171,15 @@ def test_gate_after_o_proj_fails():
     assert np.abs(ref.gated_attention_output(o, half, w["w_o"]) - out).max() > 100 * TOL
     # no gate at all
     assert np.abs(o @ w["w_o"] - out).max() > 100 * TOL
+
+
+def test_configurations_cited_in_chapter_20():
+    """The numbers chapter 20 quotes from transformers' configuration classes."""
+    from transformers import Gemma2Config, Gemma3TextConfig
+    nxt = Qwen3NextConfig()
+    assert (nxt.hidden_size, nxt.num_attention_heads, nxt.num_key_value_heads,
+            nxt.head_dim) == (2048, 16, 2, 256)
+    assert nxt.rope_parameters["partial_rotary_factor"] == 0.25
+    g2 = Gemma2Config()
+    assert (g2.attn_logit_softcapping, g2.final_logit_softcapping) == (50.0, 30.0)
+    assert Gemma3TextConfig().attn_logit_softcapping is None
