@@ -103,7 +103,7 @@ def test_equal_to_transformers(kind):
     np.testing.assert_allclose(mine, out, atol=TOL)
 
 
-def _norm_after_rope(x, w, per_head):
+def _norm_after_rope(x, w):
     """The flipped order: RoPE first, then the norm (per head)."""
     q = ref.split_heads(x @ w["w_q"][:, :H * HD], H)
     k = ref.split_heads(x @ w["w_k"], H_KV)
@@ -120,7 +120,7 @@ def test_norm_after_rope_fails(kind):
     attn, rotary = _build(kind)
     x = _x()
     _, weights = _theirs(attn, rotary, x)
-    wrong = _norm_after_rope(x, _weights(attn, kind), True)
+    wrong = _norm_after_rope(x, _weights(attn, kind))
     assert np.abs(wrong - weights).max() > 100 * TOL
 
 
@@ -133,7 +133,7 @@ def test_norm_after_rope_is_the_same_with_unit_weights():
         attn.k_norm.weight.fill_(1.0)
     x = _x()
     _, weights = _theirs(attn, rotary, x)
-    same = _norm_after_rope(x, _weights(attn, "qwen3"), True)
+    same = _norm_after_rope(x, _weights(attn, "qwen3"))
     np.testing.assert_allclose(same, weights, atol=TOL)
 
 
