@@ -13,6 +13,7 @@ Part VI: GQA (15)               :mod:`attnbook.check.gqa`
 Part VI: MLA (16)               :mod:`attnbook.check.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.check.fast`
 Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
+Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -34,6 +35,7 @@ from .learn import (check_attention_backward, check_cross_entropy,
                     check_self_attention_backward)
 from .mla import check_absorbed_scores
 from .multihead import check_merge_heads, check_multihead_list, check_split_heads
+from .qk_norm import check_gated_output, check_qk_norm_queries, check_soft_cap
 from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
 from .sinks import check_attention_with_sinks, check_reach_after_layers
@@ -59,6 +61,7 @@ __all__ = [
     "check_causal_tiles", "check_flash_backward",
     # Part VIII
     "check_attention_with_sinks", "check_reach_after_layers",
+    "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -94,6 +97,9 @@ ANSWER_KEY = {
     "check_attention_flops": [],
     "check_attention_with_sinks": ["attention_with_sinks"],
     "check_reach_after_layers": ["reach_after_layers"],
+    "check_soft_cap": ["soft_cap"],
+    "check_qk_norm_queries": [],
+    "check_gated_output": ["gated_attention_output"],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

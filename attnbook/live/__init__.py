@@ -49,7 +49,7 @@ WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
-           "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain",
+           "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain", "SoftCapBars",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
@@ -173,6 +173,32 @@ if anywidget is not None:
             p = self.weights(control)
             h = np.where(p > 0, -p * np.log(np.where(p > 0, p, 1.0)), 0.0)
             return [_fixed(x, 2) for x in p] + [_fixed(h.sum(), 3)]
+
+    class SoftCapBars(SliderFigure):
+        """Chapter 20: softmax(c tanh(z / c)) as bars and the capped scores,
+        c on a slider."""
+
+        js_file = "soft_cap_bars.js"
+        description = "softmax of soft-capped scores, the cap c on a slider"
+        readout_digits = 0        # the slider shows c as a whole number
+        z = traitlets.List(traitlets.Float()).tag(sync=True)
+        labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+        def __init__(self, z, *, c=50.0, c_min=1.0, c_max=60.0, step=1.0,
+                     labels=None):
+            z = [float(x) for x in np.asarray(z, dtype=float)]
+            labels = labels or [str(i) for i in range(len(z))]  # from 0
+            super().__init__(z=z, labels=labels, value=c, min=c_min,
+                             max=c_max, step=step)
+
+        def capped(self, c=None):
+            c = self.value if c is None else c
+            return ref.soft_cap(np.array(self.z), c)
+
+        def numbers(self, control=None):
+            capped = self.capped(control)
+            return ([_fixed(x, 2) for x in ref.softmax(capped)]
+                    + [_fixed(x, 2) for x in capped])
 
     class InputScale(SliderFigure):
         """Chapter 01: weights of softmax((sX W_q)(sX W_k)^T / sqrt(dk)), s."""
@@ -421,7 +447,7 @@ if anywidget is not None:
                     + [_fixed(share, 3), _fixed(out, 3)])
 
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
-               KVCacheSizes, FlashBlocks, SinkDrain]
+               KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars]
 
 
 # --- what `make outputs` keeps of the widget state ---

@@ -34,6 +34,7 @@ Part VI: GQA, LLaMA (15)        :mod:`attnbook.reference.gqa`
 Part VI: MLA (16)               :mod:`attnbook.reference.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.reference.fast`
 Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
+Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -49,6 +50,8 @@ from .learn import attention_backward, cross_entropy, self_attention_backward
 from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
 from .multihead import (mask_for_heads, merge_heads, multihead_attention,
                         multihead_cross_attention, split_heads)
+from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
+                      split_query_gate)
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
 
@@ -68,4 +71,5 @@ __all__ = [
     "flash_attention_backward",
     # Part VIII
     "attention_with_sinks", "reach_after_layers",
+    "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
 ]
