@@ -50,8 +50,9 @@ HINT_T_IGNORED = ("the temperature has no effect: divide the scores by t before 
 HINT_T_SHIFT = ("x / t - max(x): subtract the maximum of x / t (or subtract "
                 "max(x) before dividing by t); with max(x) the exponents are "
                 "still far from 0 and exp overflows or underflows")
-HINT_T_ZERO_DIV = ("t = 0 divides by zero: treat t == 0 on its own, as the limit "
-                   "t -> 0+ (all the weight on the maximum)")
+HINT_T_ZERO_DIV = ("t = 0 gives nan: x / 0 divides by zero. Treat t == 0 on its own, "
+                   "as the limit t -> 0+ (all the weight on the maximum); if you do, "
+                   "check that branch (its max and sum need keepdims=True)")
 HINT_T_UNIFORM = ("at t = 0 the weights are one-hot on the maximum (the limit "
                   "t -> 0+); uniform weights are the limit of a large t")
 
