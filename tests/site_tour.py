@@ -622,7 +622,7 @@ def _live_probe(page, stem, shots: Path) -> dict:
 
 # --- the tour ---
 
-PARTS = ("chapters 01-09", "chapters 10-18", "other pages and search",
+PARTS = ("chapters 01-09", "chapters 10 and later", "other pages and search",
          "dark mode, file:// and no JavaScript")
 
 
