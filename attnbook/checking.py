@@ -282,6 +282,19 @@ def _copy_args(args):
     return tuple(np.array(a, copy=True) if isinstance(a, np.ndarray) else a for a in args)
 
 
+def parts_of(result, names: tuple, order: tuple | None = None) -> dict:
+    """A result that must be a tuple or list of ``len(names)`` arrays, as its named
+    parts, checked in ``order``; any other form raises BadResult saying so."""
+    if not (isinstance(result, (tuple, list)) and len(result) == len(names)):
+        count = {2: "two", 3: "three"}.get(len(names), str(len(names)))
+        raise BadResult(f"return a tuple ({', '.join(names)}) of {count} arrays; got "
+                        f"{type(result).__name__}"
+                        + (f" of length {len(result)}"
+                           if isinstance(result, (tuple, list)) else ""))
+    parts = dict(zip(names, result))
+    return {name: parts[name] for name in (order or names)}
+
+
 def _unchanged(args, originals) -> None:
     """Raise BadResult if the function wrote into one of its array arguments."""
     for i, (arg, original) in enumerate(zip(args, originals), 1):

@@ -47,29 +47,11 @@ def assert_rejected(checker, fn, hint, capsys):
     return out
 
 
-# --- helpers a learner would write ---------------------------------------------------
+# --- helpers a learner would write (sm ... sm_no_keepdims: shared with the Part II-III file) ---
 
-def sm(s, axis=-1):
-    e = np.exp(s - s.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
+from test_checkers_reject import sm, sm_global, sm_naive, sm_no_keepdims  # noqa: E402
 
 
-def sm_naive(s, axis=-1):
-    e = np.exp(s)
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def sm_global(s, axis=-1):
-    e = np.exp(s - s.max())
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def sm_no_keepdims(s):
-    e = np.exp(s - s.max(axis=-1))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-# --- check_softmax -------------------------------------------------------------------
 
 def sm_min(x):
     e = np.exp(x - x.min(axis=-1, keepdims=True))

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from .. import reference as ref
-from ..checking import BadResult, Case, Mistake, Verdict, run_cases
+from ..checking import BadResult, Case, Mistake, Verdict, parts_of, run_cases
 
 __all__ = ["merge_states_cases", "merge_state_mistakes", "check_merge_states"]
 
@@ -437,13 +437,7 @@ def _call_flash_backward(fn, case):
     result = fn(*args, **case.kwargs)
     if isinstance(result, dict):  # a Mistake.result's value
         return result
-    if not (isinstance(result, (tuple, list)) and len(result) == 3):
-        raise BadResult("return a tuple (dq, dk, dv) of three arrays; got "
-                        f"{type(result).__name__}"
-                        + (f" of length {len(result)}"
-                           if isinstance(result, (tuple, list)) else ""))
-    parts = dict(zip(_GRADS, result))
-    return {name: parts[name] for name in ("dv", "dq", "dk")}
+    return parts_of(result, _GRADS, order=("dv", "dq", "dk"))
 
 
 def _backward_nan_rule(fn, call, cases, index, rtol, atol, want_bool):

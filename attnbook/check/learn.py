@@ -14,7 +14,7 @@ from typing import Callable
 import numpy as np
 
 from .. import reference as ref
-from ..checking import BadResult, Case, Mistake, Verdict, _same, batch_rule, run_cases
+from ..checking import BadResult, Case, Mistake, Verdict, _same, batch_rule, parts_of, run_cases
 
 __all__ = ["check_attention_backward", "check_cross_entropy",
            "check_self_attention_backward"]
@@ -164,13 +164,7 @@ def _call_backward(fn, case):
     """The learner's (dq, dk, dv) by name, checked dv first (it needs no softmax
     step), then dq and dk."""
     result = fn(*(np.array(a, copy=True) for a in case.args))
-    if not (isinstance(result, (tuple, list)) and len(result) == 3):
-        raise BadResult("return a tuple (dq, dk, dv) of three arrays; got "
-                        f"{type(result).__name__}"
-                        + (f" of length {len(result)}"
-                           if isinstance(result, (tuple, list)) else ""))
-    parts = dict(zip(_GRADS, result))
-    return {name: parts[name] for name in ("dv", "dq", "dk")}
+    return parts_of(result, _GRADS, order=("dv", "dq", "dk"))
 
 
 def _order_rule(fn, call, cases, index, rtol, atol, want_bool):
