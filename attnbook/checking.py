@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-__all__ = ["Case", "Mistake", "Verdict", "BadResult", "run_cases", "batch_rule"]
+__all__ = ["Case", "Mistake", "Verdict", "BadResult", "run_cases", "parts_of"]
 
 WIDTH = 79  # every printed line fits in the book's 79 columns
 
@@ -423,55 +423,6 @@ def _raise_hints(mistakes, call, case, exc):
     return found
 
 
-class batch_rule:
-    """A rule for :func:`run_cases`: the mark of ``.T`` on a batch. Every case
-    without a batch axis passes, and on a batched case the function either
-    raised a shape error from a matrix product, or returned the right shape
-    with every sequence of the batch wrong (``.T`` mixes them all). A mistake
-    that breaks only some sequences, or the shape, is something else."""
-
-    HINT = ("right for one sequence, wrong for a batch: .T (or np.transpose "
-            "without axes) reverses every axis of a (B, N, d) array. Use "
-            "np.swapaxes(a, -2, -1) (or a.swapaxes(-2, -1)) to swap only the last two.")
-
-    def __init__(self, hint: str | None = None):
-        self.hint = hint or self.HINT
-
-    @staticmethod
-    def _batched(case):
-        return any(np.ndim(a) > 2 for a in case.args
-                   if isinstance(a, np.ndarray) and a.dtype != bool)
-
-    def __call__(self, fn, call, cases, index, rtol, atol, want_bool):
-        case = cases[index]
-        if not self._batched(case):
-            return None
-        for other in cases:
-            if self._batched(other):
-                continue
-            try:
-                parts = _quiet(call, fn, other)
-            except Exception:
-                return None
-            if _problems(other, parts, rtol, atol, want_bool):
-                return None
-        try:
-            parts = _quiet(call, fn, case)
-        except ValueError as exc:
-            return self.hint if "matmul" in str(exc) or "shape" in str(exc) else None
-        except Exception:
-            return None
-        for name, (expected, _) in _expected_parts(case).items():
-            got = _as_number_array(parts.get(name))
-            if got is None or got.shape != np.shape(expected) or got.ndim < 3:
-                continue
-            wrong = [not np.allclose(g, e, rtol=rtol, atol=atol, equal_nan=True)
-                     for g, e in zip(got.astype(float), np.asarray(expected, float))]
-            if all(wrong):
-                return self.hint
-        return None
-
-
 def _later_hints(fn, call, cases, first, mistakes, rtol, atol, want_bool) -> list:
     """After a raise: the hints on the first later case where the function runs
     and is wrong (a mistake that raises on some shapes and not on others),
@@ -539,7 +490,7 @@ def run_cases(fn: Callable, cases: list[Case], name: str, *, rtol=1e-6, atol=1e-
     returning one: on a failure, the hint of every mistake that describes the
     learner's result is printed. ``rules`` are functions
     ``rule(fn, call, cases, index, rtol, atol, want_bool) -> hint or None``,
-    asked when no mistake matched (see :func:`batch_rule`). ``on_error(exc,
+    asked when no mistake matched (see :mod:`attnbook.check._rules`). ``on_error(exc,
     case) -> hint or None`` adds a hint to an exception the learner's
     function raised. ``want_bool`` asks for a boolean result (a mask).
     ``passed`` replaces the line printed on a pass.

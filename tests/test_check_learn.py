@@ -384,6 +384,18 @@ def test_self_attention_backward_mistakes_are_named(kind, hint, capsys):
         assert other == hint or other not in out, (kind, other)
 
 
+@pytest.mark.parametrize("order", [(3, 2, 1, 0), (0, 1, 3, 2), (1, 0, 2, 3)])
+def test_self_attention_backward_in_another_order_is_named(order, capsys):
+    def reordered(*args):
+        grads = ref.self_attention_backward(*args)
+        return tuple(grads[i] for i in order)
+
+    assert not check.check_self_attention_backward(reordered)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "right but in another order: return (dx, dw_q, dw_k, dw_v)" in out, out
+    assert out.count("hint:") == 1, out
+
+
 @pytest.mark.parametrize("result", [None, 2.0, (1, 2, 3), [np.zeros(2)] * 4,
                                     ("a", "b", "c", "d")])
 def test_self_attention_backward_checker_never_crashes(result, capsys):

@@ -17,7 +17,7 @@ from attnbook import reference as ref
 from attnbook.check import _wrong as H  # the hint texts of Parts I-III
 from attnbook.check import multihead as HM  # the hints of splitting and merging heads
 
-# the hint of checking.batch_rule: right without a batch axis, wrong with one
+# the hint of attnbook.check._rules.batch_rule: right without a batch axis, wrong with one
 HINT_DOT_T = ".T (or np.transpose without axes) reverses every axis"
 
 

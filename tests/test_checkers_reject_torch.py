@@ -118,6 +118,12 @@ def sqrt_dv(q, k, v, mask=None):
     return w @ v, w
 
 
+def sqrt_nk(q, k, v, mask=None):  # sqrt of the number of keys, not of their width
+    s = scores_of(q, k, scale=k.shape[-2])
+    w = torch.softmax(s, dim=-1)
+    return w @ v, w
+
+
 def wrong_axis(q, k, v, mask=None):
     w = torch.softmax(scores_of(q, k), dim=-2)
     return w @ v, w
@@ -133,6 +139,7 @@ WRONG = {
     "computed outside torch": (leaves_torch, None),
     "no scale": (no_scale, check_wrong.HINT_NO_SCALE),
     "sqrt(dv)": (sqrt_dv, check_wrong.HINT_DV),
+    "sqrt(N_k)": (sqrt_nk, check_wrong.HINT_TOKENS),
     "softmax over dim -2": (wrong_axis, check_wrong.HINT_AXIS),
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import reference as ref
 from ..checking import BadResult, Case, Mistake, Verdict, parts_of, run_cases
+from ._rules import order_rule
 
 __all__ = ["merge_states_cases", "merge_state_mistakes", "check_merge_states"]
 
@@ -454,20 +455,8 @@ def _backward_nan_rule(fn, call, cases, index, rtol, atol, want_bool):
     return None
 
 
-def _backward_order_rule(fn, call, cases, index, rtol, atol, want_bool):
-    case = cases[index]
-    try:
-        got = call(fn, case)
-    except Exception:
-        return None
-    want = case.expected
-    shapes = {name: np.shape(value) for name, value in want.items()}
-    for order in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
-        names = [_GRADS[i] for i in order]
-        if all(np.shape(got[a]) == shapes[b] and np.allclose(got[a], want[b], rtol, atol)
-               for a, b in zip(_GRADS, names)):
-            return "the gradients are right but in another order: return (dq, dk, dv)"
-    return None
+_backward_order_rule = order_rule(
+    _GRADS, "the gradients are right but in another order: return (dq, dk, dv)")
 
 
 def check_flash_backward(fn: Callable) -> Verdict:

@@ -14,7 +14,8 @@ from typing import Callable
 import numpy as np
 
 from .. import reference as ref
-from ..checking import BadResult, Case, Mistake, Verdict, _same, batch_rule, parts_of, run_cases
+from ..checking import BadResult, Case, Mistake, Verdict, _same, parts_of, run_cases
+from ._rules import batch_rule, order_rule
 
 __all__ = ["check_attention_backward", "check_cross_entropy",
            "check_self_attention_backward"]
@@ -167,18 +168,8 @@ def _call_backward(fn, case):
     return parts_of(result, _GRADS, order=("dv", "dq", "dk"))
 
 
-def _order_rule(fn, call, cases, index, rtol, atol, want_bool):
-    """The three gradients right, but returned in another order."""
-    case = cases[index]
-    got = call(fn, case)
-    want = case.expected
-    names = list(_GRADS)
-    for order in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
-        if all(_same(got[names[i]], want[names[j]], rtol, atol)
-               for i, j in zip(range(3), order)):
-            return ("the three gradients are right but in another order: return "
-                    "(dq, dk, dv), in the order of the arguments q, k, v.")
-    return None
+_order_rule = order_rule(_GRADS, "the three gradients are right but in another order: "
+                         "return (dq, dk, dv), in the order of the arguments q, k, v.")
 
 
 _BATCH_HINT = ("right for one sequence, wrong for a batch: .T (or np.transpose "
@@ -419,5 +410,7 @@ def check_self_attention_backward(fn: Callable) -> Verdict:
     return run_cases(
         fn, cases, "check_self_attention_backward", call=_call_self_backward,
         mistakes=SELF_BACKWARD_MISTAKES,
+        rules=[order_rule(_SELF_GRADS, "the four gradients are right but in another "
+                                       "order: return (dx, dw_q, dw_k, dw_v)")],
         passed=("check_self_attention_backward: dx, dw_q, dw_k and dw_v right "
                 f"in all {len(cases)} cases."))

@@ -13,7 +13,7 @@ import numpy as np
 from .. import reference as ref
 from ..checking import (Case, Mistake, Verdict, _as_number_array, _quiet, _report, _say,
                         _split_result, _to_numpy, run_cases)
-from ._wrong import HINT_AXIS, HINT_DV, HINT_NO_SCALE, HINT_POLARITY
+from ._wrong import HINT_AXIS, HINT_DV, HINT_NO_SCALE, HINT_POLARITY, HINT_TOKENS
 
 __all__ = ['check_torch_attention', 'check_mha_attn_mask']
 
@@ -224,6 +224,7 @@ def _torch_mistakes():
                 make(invert=True)),
         Mistake(HINT_NO_SCALE, make(scale=lambda q, k, v: 1.0)),
         Mistake(HINT_DV, make(scale=lambda q, k, v: v.shape[-1])),
+        Mistake(HINT_TOKENS, make(scale=lambda q, k, v: k.shape[-2])),
         Mistake(HINT_AXIS, make(axis=-2)),
         Mistake(HINT_TIMES_MASK, times_mask),
     ], [
