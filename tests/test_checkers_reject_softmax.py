@@ -22,29 +22,13 @@ from attnbook.check import softmax as P  # Part I's checkers and their own hints
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def flat(text):
-    return " ".join(text.split())
-
-
-def run(checker, fn, capsys):
-    verdict = checker(fn)
-    out = capsys.readouterr().out
-    for line in out.splitlines():
-        assert len(line) <= 79, f"line of {len(line)} characters: {line!r}"
-    return verdict, out
+from test_checkers_reject import assert_rejected as _assert_rejected  # noqa: E402
+from test_checkers_reject import flat  # noqa: E402
 
 
 def assert_rejected(checker, fn, hint, capsys):
     """Rejected, with exactly the hint given (or none)."""
-    verdict, out = run(checker, fn, capsys)
-    assert not verdict, out
-    assert "FAILED" in out, out
-    if hint is None:
-        assert "hint:" not in out, out
-    else:
-        assert flat(hint) in flat(out), out
-        assert out.count("hint:") == 1, f"another mistake's hint too:\n{out}"
-    return out
+    return _assert_rejected(checker, fn, hint, capsys, only=True)
 
 
 # --- helpers a learner would write (sm ... sm_no_keepdims: shared with the Part II-III file) ---

@@ -150,6 +150,20 @@ def _block_size(value, name):
     return size
 
 
+def _masked_tile(s, mask, causal, nq, nk, i0, i1, j0, j1):
+    """A tile of scores (queries i0:i1, keys j0:j1) with its hidden entries at -inf:
+    the causal mask (bottom-right: query i at position nk - nq + i) where the tile
+    crosses the diagonal, and the given mask's tile."""
+    keep = None
+    if causal and j1 - 1 > nk - nq + i0:  # the tile crosses the diagonal
+        pos = nk - nq + np.arange(i0, i1)[:, None]  # (bq, 1)
+        keep = np.arange(j0, j1)[None, :] <= pos  # (bq, bk)
+    if mask is not None:
+        tile = mask[..., i0:i1, j0:j1]
+        keep = tile if keep is None else keep & tile
+    return s if keep is None else np.where(keep, s, -np.inf)
+
+
 def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64,
                     return_lse=False):
     """Exact scaled dot-product attention, one (block_q, block_k) tile at a time.
@@ -219,15 +233,7 @@ def flash_attention(q, k, v, mask=None, *, causal=False, block_q=64, block_k=64,
                 break  # this tile and every one to its right is in the future
             j1 = min(j0 + block_k, nk)
             s = qi @ kt[..., j0:j1]  # (..., bq, bk)
-            keep = None
-            if causal and j1 - 1 > nk - nq + i0:  # the tile crosses the diagonal
-                pos = nk - nq + np.arange(i0, i1)[:, None]  # (bq, 1)
-                keep = np.arange(j0, j1)[None, :] <= pos  # (bq, bk)
-            if mask is not None:
-                tile = mask[..., i0:i1, j0:j1]
-                keep = tile if keep is None else keep & tile
-            if keep is not None:
-                s = np.where(keep, s, -np.inf)
+            s = _masked_tile(s, mask, causal, nq, nk, i0, i1, j0, j1)
             m_new = np.maximum(m, s.max(axis=-1))  # (..., bq)
             safe = np.where(np.isneginf(m_new), 0.0, m_new)
             alpha = np.exp(m - safe)  # rescales what came before; 0 at the start
@@ -324,15 +330,7 @@ def flash_attention_backward(q, k, v, o, lse, d_out, mask=None, *, causal=False,
             i1 = min(i0 + block_q, nq)
             qi = q[..., i0:i1, :]  # (..., bq, dk)
             s = qi @ np.swapaxes(kj, -2, -1) * scale  # (..., bq, bk), recomputed
-            keep = None
-            if causal and j1 - 1 > nk - nq + i0:  # the tile crosses the diagonal
-                pos = nk - nq + np.arange(i0, i1)[:, None]  # (bq, 1)
-                keep = np.arange(j0, j1)[None, :] <= pos  # (bq, bk)
-            if mask is not None:
-                tile = mask[..., i0:i1, j0:j1]
-                keep = tile if keep is None else keep & tile
-            if keep is not None:
-                s = np.where(keep, s, -np.inf)
+            s = _masked_tile(s, mask, causal, nq, nk, i0, i1, j0, j1)
             p = np.exp(s - safe_lse[..., i0:i1, None])  # (..., bq, bk): weights
             do_i = d_out[..., i0:i1, :]  # (..., bq, dv)
             dv_[..., j0:j1, :] += np.swapaxes(p, -2, -1) @ do_i
