@@ -1,0 +1,216 @@
+"""What a translation must keep: the rules `make test` holds every Chinese unit to.
+
+- Everything that is not prose is identical: inline code, math, link targets, the targets
+  of roles ({ref}, {doc}, {numref}), label lines `(name)=`, directive options (`:label:`,
+  `:class:`), fenced code blocks, headings' count and levels, every number of the English.
+- Chinese punctuation next to Chinese text (，。：；？！（）), and no space between Chinese
+  and code, math or Latin words (注意力图（attention map）, 用`np.einsum`计算).
+- Glossary terms: a unit whose English uses a glossary term (outside code and math) uses the
+  term's Chinese name from the glossary's Chinese column; the first such unit of a page (not
+  a heading) gives the English in brackets: 注意力图（attention map）. A translator comment
+  `glossary: not <term>` on an entry exempts it (the word used in another sense).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .units import BOOK_ROOT, Unit
+
+CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_CJK = re.compile(f"[{CJK}]")
+_FENCED = re.compile(r"^( {0,3})(`{3,}|~{3,})([^\n`{]*)\n.*?^\1\2\s*$", re.M | re.S)
+_MATH_BLOCK = re.compile(r"\$\$.+?\$\$", re.S)
+_MATH = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]+?)(?<![\s\\])\$(?!\d)")
+_ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
+_CODE = re.compile(r"(`+)(.+?)\1", re.S)
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_LABEL = re.compile(r"^\s*\(([^)\s]+)\)=\s*$", re.M)
+_OPTION = re.compile(r"^\s*(:(?:label|class|name|nowrap|number|tags|width|align|enumerated|"
+                     r"hidden|dropdown|open|alt|figwidth|scale):.*?)\s*$", re.M)
+_HEADING = re.compile(r"^(#{1,6}) ", re.M)
+_NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d[\d,]*(?:\.\d+)?)")
+_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})(\{[a-z-]+\}.*)?\s*$", re.M)
+_DIRECTIVE = re.compile(r"^\s*(`{3,}|:{3,})\{([a-z-]+)\}", re.M)
+
+
+def _role_target(name: str, content: str) -> str:
+    m = re.search(r"<([^<>]+)>\s*$", content)
+    return f"{name}:{m.group(1) if m else content}"
+
+
+def parts(text: str) -> dict[str, Counter]:
+    """The parts of a unit that must be identical in every language."""
+    fenced = [m.group(0) for m in _FENCED.finditer(text)]
+    rest = _FENCE_LINE.sub(" ", _FENCED.sub(" ", text))
+    blocks = _MATH_BLOCK.findall(rest)
+    rest = _MATH_BLOCK.sub(" ", rest)
+    roles = [_role_target(n, c) for n, c in _ROLE.findall(rest)]
+    rest = _ROLE.sub(" ", rest)
+    code = [m.group(2) for m in _CODE.finditer(rest)]
+    rest = _CODE.sub(" ", rest)
+    maths = _MATH.findall(rest)
+    rest = _MATH.sub(" ", rest)
+    return {
+        "fenced code": Counter(fenced), "display math": Counter(blocks), "role target": Counter(roles),
+        "inline code": Counter(code), "math": Counter(maths), "link target": Counter(_LINK.findall(rest)),
+        "label": Counter(_LABEL.findall(text)), "directive option": Counter(_OPTION.findall(text)),
+        "directive": Counter(d for _, d in _DIRECTIVE.findall(text)),
+        "heading": Counter(_HEADING.findall(_FENCED.sub(" ", text))),
+    }
+
+
+def prose(text: str) -> str:
+    """The unit without code, math, roles, link targets and HTML tags: the words a reader reads."""
+    t = _FENCE_LINE.sub(" ", _FENCED.sub(" ", text))
+    t = _MATH_BLOCK.sub(" ", t)
+    t = _ROLE.sub(" ", t)
+    t = _CODE.sub(" ", t)
+    t = _MATH.sub(" ", t)
+    t = _LINK.sub("] ", t)
+    t = re.sub(r"<[^>\n]+>", " ", t)
+    t = _OPTION.sub(" ", t)
+    t = _LABEL.sub(" ", t)
+    return t
+
+
+def numbers(text: str) -> Counter:
+    return Counter(n.replace(",", "") for n in _NUMBER.findall(prose(text)))
+
+
+_PUNCT_AFTER = re.compile(f"[{CJK}][,;:?!]|[{CJK}]\\.(?!\\w)|[{CJK}]\\((?!\\d)|\\)[{CJK}]")
+_SPACE = re.compile(f"[{CJK}，。：；？！、（）] +[A-Za-z0-9`$]|[A-Za-z0-9`$] +[{CJK}，。：；？！、（）]")
+
+
+def form_problems(unit: Unit, zh: str, tcomment: str = "") -> list[str]:
+    out = []
+    if unit.kind in ("title", "caption-part"):
+        return out if _CJK.search(zh) else ["not Chinese"]
+    en_parts, zh_parts = parts(unit.text), parts(zh)
+    for name, want in en_parts.items():
+        got = zh_parts[name]
+        if want != got:
+            missing = list((want - got).elements())[:3]
+            extra = list((got - want).elements())[:3]
+            msg = f"{name} differs from the English"
+            if missing:
+                msg += f"; missing {missing}"
+            if extra:
+                msg += f"; added {extra}"
+            out.append(msg)
+    missing_numbers = numbers(unit.text) - numbers(zh)
+    if missing_numbers:
+        out.append(f"numbers of the English missing: {sorted(missing_numbers)}")
+    words = re.findall(r"[A-Za-z]{3,}", prose(unit.text))
+    zh_prose = prose(zh)
+    if len(words) >= 3 and not _CJK.search(zh_prose):
+        out.append("not translated into Chinese")
+    for m in _PUNCT_AFTER.finditer(zh_prose):
+        out.append(f"ASCII punctuation next to Chinese: {m.group(0)!r} (use ，。：；？！（）)")
+        break
+    for m in _SPACE.finditer(zh_prose):
+        out.append(f"a space between Chinese and code, math or Latin: {m.group(0)!r}")
+        break
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# The glossary: the single source of the Chinese names
+
+@dataclass(frozen=True)
+class Term:
+    english: tuple[str, ...]   # the names to look for in the English (lower case)
+    chinese: tuple[str, ...]   # any of these in the Chinese satisfies the rule
+    row: str                   # the glossary row, for messages
+
+
+def _names(cell: str, *, keep_parenthesis: bool) -> list[str]:
+    cell = re.sub(r"`[^`]*`", "", cell)
+    out = []
+    for alt in cell.split(" / "):
+        alt = alt.strip()
+        inner = re.findall(r"[（(]([^）)]*)[）)]", alt)
+        main = re.sub(r"\s*[（(][^）)]*[）)]", "", alt).strip()
+        if main:
+            out.append(main)
+        if keep_parenthesis:
+            out += [i.strip() for i in inner for i in i.split(",") if i.strip()]
+    return out
+
+
+# Glossary entries whose English is also an everyday word used in its everyday sense all over
+# the book ("the keys a query can reach"): their Chinese is not required wherever the word is.
+ORDINARY_WORDS = {"reach"}
+
+
+def _squeeze(text: str) -> str:
+    """No space between Chinese and Latin or digits (the book's Chinese style)."""
+    text = text.strip()
+    text = re.sub(f"(?<=[{CJK}]) +(?=[A-Za-z0-9δ`$])", "", text)
+    return re.sub(f"(?<=[A-Za-z0-9δ`$]) +(?=[{CJK}])", "", text)
+
+
+@lru_cache(maxsize=None)
+def glossary_terms(root: Path = BOOK_ROOT) -> tuple[Term, ...]:
+    """The glossary's rows: English names (parentheses dropped) and Chinese names (kept)."""
+    terms = []
+    for line in (root / "glossary.md").read_text(encoding="utf-8").splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not line.startswith("|") or set(cells[0]) <= set("-: "):
+            continue
+        if cells[0] == "English":
+            continue
+        en = tuple(n.strip().lower() for n in re.split(r",\s*", " / ".join(_names(cells[0], keep_parenthesis=False)).replace(" / ", ","))
+                   if n.strip())
+        zh = tuple(_squeeze(n) for n in re.split(r"[,，、]", " / ".join(_names(cells[1], keep_parenthesis=True)).replace(" / ", ","))
+                   if n.strip())
+        if en[0] in ORDINARY_WORDS:
+            continue
+        if en and zh and any(_CJK.search(z) for z in zh):  # "FlashAttention": the same in both
+            terms.append(Term(en, zh, cells[0]))
+    return tuple(terms)
+
+
+def uses(term: Term, english: str) -> str | None:
+    """The English name of `term` this English prose uses (whole words, any case), or None."""
+    text = prose(english).lower()
+    for name in term.english:
+        plural = r"(?:e?s)?" if re.search(r"[a-z]$", name) else ""
+        if re.search(rf"(?<![\w-]){re.escape(name)}{plural}(?![\w-])", text):
+            return name
+    return None
+
+
+def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: dict[str, str],
+                  root: Path = BOOK_ROOT) -> list[str]:
+    """Glossary terms on one page: each used in Chinese, the first use with its English."""
+    out = []
+    for term in glossary_terms(root):
+        first = True
+        for u in units:
+            if u.ctx not in zh or u.kind in ("title", "caption-part"):
+                continue
+            name = uses(term, u.text)
+            if name is None or f"glossary: not {name}" in comments.get(u.ctx, ""):
+                continue
+            text = _squeeze(zh[u.ctx])
+            found = [c for c in term.chinese if c.lower() in text.lower()]
+            if not found:
+                out.append(f"{u.ctx}: uses {name!r}; the Chinese has none of {list(term.chinese)}")
+                continue
+            if first and not _is_heading_only(text):
+                first = False
+                if not any(_CJK.search(c) for c in found):
+                    continue  # the English name itself (token, logits): nothing to bracket
+                if not re.search(rf"[（(][^）)]*{re.escape(name)}", text, re.I):
+                    out.append(f"{u.ctx}: first use of {list(term.chinese)[0]} on this page: give the "
+                               f"English in brackets, e.g. {term.chinese[0]}（{name}）")
+    return out
+
+
+def _is_heading_only(text: str) -> bool:
+    return all(line.startswith("#") for line in text.strip().splitlines())
