@@ -25,6 +25,12 @@
 #                  set-up cell, without re-executing; the launch buttons open the new tag REF
 #                  (never a branch), Colab installs attnbook from this commit; then commit and
 #                  tag that commit REF. `make repository URL=` unsets it
+#   make translations  after editing English prose: brings every locale/zh/<page>.po in line
+#                  (a changed paragraph keeps its old Chinese, marked fuzzy) and writes the
+#                  Chinese book zh/ from the English notebooks and the translations; then
+#                  `python -m attnbook.i18n check` lists what to translate (README: Translating)
+#   make font      the Chinese web font _static/fonts/ (a subset of Noto Sans SC: the characters
+#                  the site uses), after translations added characters (`make test` says when)
 #   make clean     remove the built site, slides/, pdf/ and student/; `make distclean` also
 #                  .venv and node_modules/
 #
@@ -52,7 +58,7 @@ export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
 .PHONY: book test lab serve outputs slides pdf assets student student-lab figures clean distclean \
-	venv torch repository
+	venv torch repository translations font
 
 venv: $(STAMP)
 
@@ -84,17 +90,15 @@ SITE_INPUTS := $(shell find . \( -name .git -o -name .venv -o -name _build -o -n
 SITE := _build/html/.built
 
 $(SITE): $(STAMP) $(SITE_INPUTS)
-	rm -rf _build/html _build/.doctrees _build/book.log _build/book.returncode
-	mkdir -p _build
-	rc=0; $(BIN)/jupyter-book build . -W -n --keep-going 2>&1 | tee _build/book.log || rc=$$?; \
-	echo $$rc > _build/book.returncode
+	$(BIN)/python -m attnbook.build_site . || true
 	mkdir -p _build/html && touch $@
 
 book: $(SITE)
 	@rc=$$(cat _build/book.returncode); if [ "$$rc" != 0 ]; then \
 	    echo "The build failed or warned (exit code $$rc): see _build/book.log"; exit 1; fi
 	@echo
-	@echo "The site is in _build/html. Open file://$(CURDIR)/_build/html/index.html or run: make serve"
+	@echo "The site is in _build/html (the Chinese edition in _build/html/zh)."
+	@echo "Open file://$(CURDIR)/_build/html/index.html or run: make serve"
 
 # The tests check the site in _build/html (built first if out of date; a build that warned
 # fails tests/test_site.py, and every other test still runs). A run starts some 25 Python
@@ -112,10 +116,18 @@ serve:
 	@echo "Serving the site on http://127.0.0.1:$(PORT) (Ctrl-C to stop)"
 	$(or $(wildcard $(BIN)/python),$(PYTHON)) -m http.server $(PORT) --bind 127.0.0.1 --directory _build/html
 
+translations: $(STAMP)
+	$(BIN)/python -m attnbook.i18n update
+	$(BIN)/python -m attnbook.i18n build
+
+font: $(STAMP)
+	$(BIN)/python -m attnbook.i18n font
+
 outputs: $(STAMP)
 	$(BIN)/python -m attnbook.nbtools prepare $(NOTEBOOKS)
 	$(BIN)/python -m attnbook.nbtools execute $(NOTEBOOKS)
 	$(BIN)/python -m attnbook.nbtools tidy $(NOTEBOOKS)
+	$(BIN)/python -m attnbook.i18n build
 
 # Front-end files for the classroom exports, pinned in package-lock.json (npm's registry):
 # reveal.js 4.0.2 (the version nbconvert's template is written for), MathJax 2.7.9,
@@ -164,6 +176,7 @@ URL ?=
 REF ?=
 repository: $(STAMP)
 	$(BIN)/python -m attnbook.nbtools repository "$(URL)" "$(REF)" $(NOTEBOOKS)
+	$(BIN)/python -m attnbook.i18n build
 
 clean:
 	rm -rf _build slides pdf student

@@ -27,11 +27,8 @@ def build(out: Path) -> dict:
     if src.exists():
         shutil.rmtree(src)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(*BUILD_IGNORE))
-    jb = Path(sys.executable).with_name("jupyter-book")
-    proc = subprocess.run([str(jb), "build", str(src), "-W", "-n", "--keep-going"],
+    proc = subprocess.run([sys.executable, "-m", "attnbook.build_site", str(src)],
                           capture_output=True, text=True,
-                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+                          env={**os.environ, "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(src)})
     return {"returncode": proc.returncode, "log": proc.stdout + proc.stderr,
             "html": str(src / "_build" / "html")}
-
-

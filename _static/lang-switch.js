@@ -1,0 +1,38 @@
+// The language switch (attnbook/i18n/sphinx_ext.py puts the link on every page): it opens the
+// same section of the other edition. Both editions have the same sections in the same order,
+// so the link carries the section's number (?section=N) and the other page scrolls to its N-th.
+(function () {
+  function sections() {
+    return Array.from(document.querySelectorAll("article.bd-article section[id]"));
+  }
+  function current() {
+    const all = sections();
+    let n = -1;
+    for (let i = 0; i < all.length; i++) {
+      if (all[i].getBoundingClientRect().top <= 80) n = i;
+    }
+    if (n < 0 && location.hash) {
+      n = all.findIndex((s) => "#" + s.id === decodeURIComponent(location.hash));
+    }
+    return n;
+  }
+  document.addEventListener("click", function (ev) {
+    const a = ev.target.closest && ev.target.closest("a.attnbook-lang-switch");
+    if (!a) return;
+    const n = current();
+    if (n > 0) {
+      ev.preventDefault();
+      location.href = a.getAttribute("href") + "?section=" + n;
+    }
+  });
+  function arrive() {
+    const n = parseInt(new URLSearchParams(location.search).get("section") || "", 10);
+    if (!(n > 0)) return;
+    const target = sections()[n];
+    if (!target) return;
+    history.replaceState(null, "", location.pathname + "#" + target.id);
+    target.scrollIntoView();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", arrive);
+  else arrive();
+})();
