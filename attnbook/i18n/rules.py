@@ -25,7 +25,7 @@ CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK = re.compile(f"[{CJK}]")
 _FENCED = re.compile(r"^( {0,3})(`{3,}|~{3,})([^\n`{]*)\n.*?^\1\2\s*$", re.M | re.S)
 _MATH_BLOCK = re.compile(r"\$\$.+?\$\$", re.S)
-_MATH = re.compile(r"(?<![\\$])\$(?!\s)([^$\n]+?)(?<![\s\\])\$(?!\d)")
+_MATH = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?![ \t]*\n))+?)(?<![\s\\])\$(?!\d)")
 _ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
 _CODE = re.compile(r"(`+)(.+?)\1", re.S)
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -68,9 +68,9 @@ def prose(text: str) -> str:
     """The unit without code, math, roles, link targets and HTML tags: the words a reader reads."""
     t = _FENCE_LINE.sub(" ", _FENCED.sub(" ", text))
     t = _MATH_BLOCK.sub(" ", t)
-    t = _ROLE.sub(" ", t)
-    t = _CODE.sub(" ", t)
-    t = _MATH.sub(" ", t)
+    t = _ROLE.sub("X", t)   # inline code, math and roles read as a Latin word, X: the spacing
+    t = _CODE.sub("X", t)   # rules see `q`的 as X的, and $x$ cm as X cm
+    t = _MATH.sub("X", t)
     t = _LINK.sub("] ", t)
     t = re.sub(r"<[^>\n]+>", " ", t)
     t = _OPTION.sub(" ", t)
@@ -82,7 +82,7 @@ def numbers(text: str) -> Counter:
     return Counter(n.replace(",", "") for n in _NUMBER.findall(prose(text)))
 
 
-_PUNCT_AFTER = re.compile(f"[{CJK}][,;:?!]|[{CJK}]\\.(?!\\w)|[{CJK}]\\((?!\\d)|\\)[{CJK}]")
+_PUNCT_AFTER = re.compile(f"[{CJK}][,;:?!]|[{CJK}]\\.(?!\\w)|[,;:?!] *[{CJK}]")
 _SPACE = re.compile(f"[{CJK}，。：；？！、（）] +[A-Za-z0-9`$]|[A-Za-z0-9`$] +[{CJK}，。：；？！、（）]")
 
 
@@ -145,6 +145,9 @@ def _names(cell: str, *, keep_parenthesis: bool) -> list[str]:
 # Glossary entries whose English is also an everyday word used in its everyday sense all over
 # the book ("the keys a query can reach"): their Chinese is not required wherever the word is.
 ORDINARY_WORDS = {"reach"}
+# Phrases in which a term's English is not the term ("the answer key" is no key).
+EVERYDAY_PHRASES = ("answer keys", "answer key", "expected values", "expected value")
+IRREGULAR_PLURALS = (("y", "ies"), ("ix", "ices"), ("ex", "ices"))
 
 
 def _squeeze(text: str) -> str:
@@ -178,9 +181,14 @@ def glossary_terms(root: Path = BOOK_ROOT) -> tuple[Term, ...]:
 def uses(term: Term, english: str) -> str | None:
     """The English name of `term` this English prose uses (whole words, any case), or None."""
     text = prose(english).lower()
+    for phrase in EVERYDAY_PHRASES:
+        text = text.replace(phrase, " ")
     for name in term.english:
-        plural = r"(?:e?s)?" if re.search(r"[a-z]$", name) else ""
-        if re.search(rf"(?<![\w-]){re.escape(name)}{plural}(?![\w-])", text):
+        forms = [re.escape(name) + (r"(?:e?s)?" if re.search(r"[a-z]$", name) else "")]
+        for singular, plural in IRREGULAR_PLURALS:
+            if name.endswith(singular):
+                forms.append(re.escape(name[: -len(singular)] + plural))
+        if re.search(rf"(?<![\w-])(?:{'|'.join(forms)})(?![\w-])", text):
             return name
     return None
 
@@ -194,7 +202,7 @@ def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: di
         for u in units:
             if u.ctx not in zh or u.kind in ("title", "caption-part"):
                 continue
-            name = uses(term, u.text)
+            name = uses(term, _without_longer(term, u.text, root))
             if name is None or f"glossary: not {name}" in comments.get(u.ctx, ""):
                 continue
             text = _squeeze(zh[u.ctx])
@@ -210,6 +218,18 @@ def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: di
                     out.append(f"{u.ctx}: first use of {list(term.chinese)[0]} on this page: give the "
                                f"English in brackets, e.g. {term.chinese[0]}（{name}）")
     return out
+
+
+def _without_longer(term: Term, english: str, root: Path) -> str:
+    """The English with every longer glossary term that contains this one's name taken out
+    ("rotary position embedding" is not a use of "position embedding" nor of "embedding")."""
+    for other in glossary_terms(root):
+        if other is term:
+            continue
+        for name in other.english:
+            if any(n != name and n in name for n in term.english):
+                english = re.sub(re.escape(name), " ", english, flags=re.I)
+    return english
 
 
 def _is_heading_only(text: str) -> bool:
