@@ -1,5 +1,6 @@
 """The site builds with zero warnings and loads nothing from another host."""
 
+import json
 import re
 from pathlib import Path
 
@@ -61,3 +62,51 @@ def test_chapter_shows_static_demo_and_collapsed_solutions(site):
     assert page.count("<img") >= 4, "figures are missing"
     for alt in re.findall(r'<img[^>]*alt="([^"]*)"', page):
         assert alt.strip(), "an image without alt text"
+
+
+# --- the Chinese edition (_build/html/zh) ---------------------------------------------
+
+def _toc_pages():
+    toc = (ROOT / "_toc.yml").read_text()
+    return [re.search(r"root:\s*(\S+)", toc).group(1)] + re.findall(r"file:\s*(\S+)", toc)
+
+
+def test_every_page_exists_in_both_languages_with_a_switch(site):
+    from attnbook.i18n.sphinx_ext import other_url
+
+    html = site["html"]
+    for name in _toc_pages():
+        for lang, page in (("en", html / f"{name}.html"), ("zh", html / "zh" / f"{name}.html")):
+            assert page.exists(), f"{page.relative_to(html)} was not built"
+            text = page.read_text(encoding="utf-8")
+            want = 'lang="zh-CN"' if lang == "zh" else 'lang="en"'
+            assert re.search(rf"<html[^>]*{want}", text), f"{page.relative_to(html)}: not {want}"
+            links = re.findall(r'<a class="attnbook-lang-switch" href="([^"]+)"', text)
+            assert links == [other_url(name, lang)], f"{page.relative_to(html)}: switch {links}"
+            target = (page.parent / links[0]).resolve()
+            other = (html / f"{name}.html") if lang == "zh" else (html / "zh" / f"{name}.html")
+            assert target == other.resolve(), f"{page.relative_to(html)} switches to {target}"
+
+
+def test_chinese_site_labels_and_search_index(site):
+    html = site["html"] / "zh"
+    page = (html / "chapters" / "03_softmax.html").read_text(encoding="utf-8")
+    assert "搜索" in page, "the theme's search box is not in Chinese"
+    index = (html / "searchindex.js").read_text(encoding="utf-8")
+    for word in ("注意力", "掩码", "旋转位置编码"):
+        assert json.dumps(word) in index or f'"{word}"' in index, f"the Chinese search index has no {word} (is jieba installed?)"
+    exercise = (html / "chapters" / "01_three_tokens.html").read_text(encoding="utf-8")
+    assert "练习" in exercise and "解答" in exercise, "exercise and solution labels are not Chinese"
+
+
+def test_the_served_font_has_every_chinese_character_of_the_site(site):
+    from attnbook.i18n import font
+
+    path = ROOT / font.FONT
+    assert path.exists(), "no Chinese web font: run `make font` (needs fonts-noto-cjk)"
+    missing = font.site_characters(site["html"]) - font.font_characters(path)
+    assert not missing, (f"the site uses {len(missing)} Chinese character(s) the served font lacks: "
+                         f"{''.join(sorted(missing))[:80]}; run `make font` after `make book`")
+    assert path.stat().st_size < 1_500_000, "the font subset grew past 1.5 MB"
+    assert (site["html"] / "_static" / "fonts" / path.name).exists()
+    assert (site["html"] / "zh" / "_static" / "fonts" / path.name).exists()

@@ -36,7 +36,27 @@ def _page_context(app, pagename, templatename, context, doctree):
         f'\n<link rel="alternate" hreflang="{hreflang}" href="{escape(href)}" />')
 
 
+def _search_words(app, config):
+    """Chinese search: Sphinx splits Chinese text into words with jieba, which does not know
+    the book's terms (旋转位置编码 would be indexed as 旋转, 位置, 编码 only, and a search for
+    the whole term would find nothing). The glossary's Chinese names go into jieba's user
+    dictionary, so each is indexed whole as well as in parts."""
+    if config.attnbook_language != "zh":
+        return
+    from pathlib import Path
+
+    from .rules import glossary_terms
+
+    book = Path(app.srcdir).resolve().parent
+    words = sorted({name for term in glossary_terms(book) for name in term.chinese})
+    path = Path(app.doctreedir) / "attnbook-search-words.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{w.replace(' ', '')} 100000 n\n" for w in words), encoding="utf-8")
+    config.html_search_options = {**(config.html_search_options or {}), "dict": str(path)}
+
+
 def setup(app):
     app.add_config_value("attnbook_language", "en", "html")
+    app.connect("config-inited", _search_words)
     app.connect("html-page-context", _page_context)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
