@@ -23,7 +23,6 @@ from .units import BOOK_ROOT, Unit
 
 CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _CJK = re.compile(f"[{CJK}]")
-_FENCED = re.compile(r"^( {0,3})(`{3,}|~{3,})([^\n`{]*)\n.*?^\1\2\s*$", re.M | re.S)
 _MATH_BLOCK = re.compile(r"\$\$.+?\$\$", re.S)
 _MATH = re.compile(r"(?<![\\$])\$(?!\s)((?:[^$\n]|\n(?![ \t]*\n))+?)(?<![\s\\])\$(?!\d)")
 _ROLE = re.compile(r"\{([a-z:]+)\}`([^`]*)`")
@@ -34,8 +33,46 @@ _OPTION = re.compile(r"^\s*(:(?:label|class|name|nowrap|number|tags|width|align|
                      r"hidden|dropdown|open|alt|figwidth|scale):.*?)\s*$", re.M)
 _HEADING = re.compile(r"^(#{1,6}) ", re.M)
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d[\d,]*(?:\.\d+)?)")
-_FENCE_LINE = re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})(\{[a-z-]+\}.*)?\s*$", re.M)
 _DIRECTIVE = re.compile(r"^\s*(`{3,}|:{3,})\{([a-z-]+)\}", re.M)
+
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,}|:{3,})(.*)$")
+
+
+def _fences(text: str) -> tuple[list[str], str]:
+    """(the fenced code blocks, the text without them and without directive fence lines).
+
+    A line scanner: ```` ```{name} ```` and ``:::{name}`` open a directive (its fence lines are
+    structure, its body prose), ```` ```python ```` or a bare ```` ``` ```` outside a directive's
+    closing position opens a code block, kept whole; a bare fence closes what is open.
+    """
+    code, out, stack, cur, cur_fence = [], [], [], None, ""
+    for line in text.split("\n"):
+        m = _FENCE_OPEN.match(line)
+        if cur is not None:
+            cur.append(line)
+            if m and m.group(1)[0] == cur_fence[0] and len(m.group(1)) >= len(cur_fence) \
+                    and not m.group(2).strip():
+                code.append("\n".join(cur))
+                cur = None
+            continue
+        if m:
+            run, info = m.group(1), m.group(2).strip()
+            if info.startswith("{") or (info and run[0] == ":"):
+                stack.append(run)
+                out.append(" ")
+                continue
+            if not info and stack and stack[-1][0] == run[0] and len(run) >= len(stack[-1]):
+                stack.pop()
+                out.append(" ")
+                continue
+            if run[0] != ":":
+                cur, cur_fence = [line], run
+                continue
+        out.append(line)
+    if cur is not None:
+        code.append("\n".join(cur))
+    return code, "\n".join(out)
 
 
 def _role_target(name: str, content: str) -> str:
@@ -45,8 +82,7 @@ def _role_target(name: str, content: str) -> str:
 
 def parts(text: str) -> dict[str, Counter]:
     """The parts of a unit that must be identical in every language."""
-    fenced = [m.group(0) for m in _FENCED.finditer(text)]
-    rest = _FENCE_LINE.sub(" ", _FENCED.sub(" ", text))
+    fenced, rest = _fences(text)
     blocks = _MATH_BLOCK.findall(rest)
     rest = _MATH_BLOCK.sub(" ", rest)
     roles = [_role_target(n, c) for n, c in _ROLE.findall(rest)]
@@ -60,13 +96,13 @@ def parts(text: str) -> dict[str, Counter]:
         "inline code": Counter(code), "math": Counter(maths), "link target": Counter(_LINK.findall(rest)),
         "label": Counter(_LABEL.findall(text)), "directive option": Counter(_OPTION.findall(text)),
         "directive": Counter(d for _, d in _DIRECTIVE.findall(text)),
-        "heading": Counter(_HEADING.findall(_FENCED.sub(" ", text))),
+        "heading": Counter(_HEADING.findall(_fences(text)[1])),
     }
 
 
 def prose(text: str) -> str:
     """The unit without code, math, roles, link targets and HTML tags: the words a reader reads."""
-    t = _FENCE_LINE.sub(" ", _FENCED.sub(" ", text))
+    t = _fences(text)[1]
     t = _MATH_BLOCK.sub(" ", t)
     t = _ROLE.sub("X", t)   # inline code, math and roles read as a Latin word, X: the spacing
     t = _CODE.sub("X", t)   # rules see `q`的 as X的, and $x$ cm as X cm
@@ -180,7 +216,7 @@ def glossary_terms(root: Path = BOOK_ROOT) -> tuple[Term, ...]:
 
 def uses(term: Term, english: str) -> str | None:
     """The English name of `term` this English prose uses (whole words, any case), or None."""
-    text = prose(english).lower()
+    text = re.sub(r"\s+", " ", prose(english).lower())
     for phrase in EVERYDAY_PHRASES:
         text = text.replace(phrase, " ")
     for name in term.english:
