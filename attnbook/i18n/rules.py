@@ -122,6 +122,27 @@ _PUNCT_AFTER = re.compile(f"[{CJK}][,;:?!]|[{CJK}]\\.(?!\\w)|[,;:?!] *[{CJK}]")
 _SPACE = re.compile(f"[{CJK}，。：；？！、（）] +[A-Za-z0-9`$]|[A-Za-z0-9`$] +[{CJK}，。：；？！、（）]")
 
 
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.dollarmath import dollarmath_plugin
+
+    return MarkdownIt("commonmark").use(dollarmath_plugin)
+
+
+def stray_emphasis(text: str) -> int:
+    """How many * or _ delimiters CommonMark leaves as literal characters (outside code and math).
+
+    In Chinese a bold that closes after Chinese punctuation and is followed by a letter,
+    `**线程。**NumPy`, or opens after a letter before punctuation, `的**“注意力”**`, is not
+    emphasis: the asterisks show. Punctuation goes outside the stars: `**线程**。`.
+    """
+    html = _markdown().render(text)
+    html = re.sub(r"<code>.*?</code>|<span class=\"math[^\"]*\">.*?</span>|<pre>.*?</pre>", " ", html,
+                  flags=re.S)
+    return len(re.findall(r"\*\*|(?<![\w*])\*(?=\S)", html))
+
+
 def form_problems(unit: Unit, zh: str, tcomment: str = "") -> list[str]:
     out = []
     if unit.kind in ("title", "caption-part"):
@@ -145,6 +166,9 @@ def form_problems(unit: Unit, zh: str, tcomment: str = "") -> list[str]:
     zh_prose = prose(zh)
     if len(words) >= 3 and not _CJK.search(zh_prose):
         out.append("not translated into Chinese")
+    if stray_emphasis(zh) > stray_emphasis(unit.text):
+        out.append("bold or italics that CommonMark will not render: the stars show (put Chinese "
+                   "punctuation outside them: **线程**。 not **线程。**)")
     for m in _PUNCT_AFTER.finditer(zh_prose):
         out.append(f"ASCII punctuation next to Chinese: {m.group(0)!r} (use ，。：；？！（）)")
         break

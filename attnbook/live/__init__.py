@@ -66,6 +66,18 @@ def css_source() -> str:
     return (HERE / "live.css").read_text(encoding="utf-8")
 
 
+def notebook_language() -> str:
+    """"zh" when the running notebook is one of the Chinese edition's (zh/chapters/...), else "en".
+
+    Jupyter servers tell the kernel which notebook it runs (JPY_SESSION_NAME, the notebook's
+    path); without it (nbconvert, nbval, a script) the answer is "en".
+    """
+    import os
+
+    path = os.environ.get("JPY_SESSION_NAME", "").replace("\\", "/")
+    return "zh" if path.startswith("zh/") or "/zh/" in path else "en"
+
+
 def _fixed(x: float, digits: int) -> str:
     """Python's formatting, as the JavaScript core's pyFixed reproduces it."""
     return f"{float(x):.{digits}f}"
@@ -88,6 +100,13 @@ if anywidget is not None:
 
         js_file = ""
         description = "a live figure"
+        # The language of the figure's own words in JupyterLab (on the site, the page's
+        # lang decides): "zh" in a notebook of the Chinese edition (zh/...).
+        lang = traitlets.Unicode().tag(sync=True)
+
+        @traitlets.default("lang")
+        def _lang_default(self):
+            return notebook_language()
 
         def __init_subclass__(cls, **kwargs):
             super().__init_subclass__(**kwargs)

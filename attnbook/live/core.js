@@ -5,6 +5,21 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 
+// The figure's language: English or Chinese. On the site the page says it (the Chinese
+// edition's pages are <html lang="zh-CN">); in JupyterLab, whose page is English, the
+// figure's `lang` trait says it (attnbook.live sets it from the notebook's path: a notebook
+// of zh/ is Chinese). Only the figure's own words change: numbers, tokens and the data's
+// labels are the notebook's and stay as they are. tr(en, zh) picks one.
+let LANG = "en";
+function setLanguage(model) {
+  const page = (document.documentElement.getAttribute("lang") || "").toLowerCase();
+  LANG = page.startsWith("zh") || (model && model.get("lang") === "zh") ? "zh" : "en";
+  return LANG;
+}
+function tr(en, zh) {
+  return LANG === "zh" ? zh : en;
+}
+
 // Sum in NumPy's pairwise order (numpy's pairwise_sum), so that sums agree
 // with np.sum bit for bit as often as possible.
 function pairwiseSum(a, lo = 0, n = a.length) {
@@ -126,7 +141,7 @@ function heatmap(values, opts) {
   const width = left + m * cell + noteW + 8;
   const height = top + n * cell + 30;
   const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
-    class: "attnbook-live-svg", "aria-label": opts.label || "heatmap" });
+    class: "attnbook-live-svg", "aria-label": opts.label || tr("heatmap", "热力图") });
   svg.style.maxWidth = `${width}px`;
   svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height, fill: "white" }));
   const defs = svg.appendChild(svgEl("defs"));
@@ -141,7 +156,7 @@ function heatmap(values, opts) {
     class: "attnbook-live-label" }, c)));
   svg.appendChild(svgEl("text", { x: left + (m * cell) / 2, y: height - 6,
     "text-anchor": "middle", class: "attnbook-live-axis" },
-    opts.xlabel || "keys"));
+    opts.xlabel || tr("keys", "键")));
   for (let i = 0; i < n; i++) {
     const y = top + i * cell;
     svg.appendChild(svgEl("text", { x: left - 6, y: y + cell / 2 + 4,
@@ -157,8 +172,9 @@ function heatmap(values, opts) {
         r.setAttribute("class", "attnbook-live-clickable");
         r.setAttribute("tabindex", "0");
         r.setAttribute("role", "button");
-        r.setAttribute("aria-label", `query ${opts.rows[i]}, key ${opts.cols[j]}: ` +
-          (hidden ? "hidden" : pyFixed(v, opts.digits)));
+        r.setAttribute("aria-label", tr(`query ${opts.rows[i]}, key ${opts.cols[j]}: `,
+          `查询${opts.rows[i]}，键${opts.cols[j]}：`) +
+          (hidden ? tr("hidden", "已隐藏") : pyFixed(v, opts.digits)));
         r.addEventListener("click", () => opts.onCell(i, j));
         r.addEventListener("keydown", (ev) => {
           if (ev.key === "Enter" || ev.key === " ") {
@@ -170,7 +186,7 @@ function heatmap(values, opts) {
       if (hidden) {
         const t = svg.appendChild(svgEl("text", { x: x + cell / 2,
           y: y + cell / 2 + 4, "text-anchor": "middle",
-          class: "attnbook-live-hidden" }, "hidden"));
+          class: "attnbook-live-hidden" }, tr("hidden", "隐藏")));
         t.style.pointerEvents = "none";
       } else {
         const t = numberText(svg, { x: x + cell / 2, y: y + cell / 2 + 4,
@@ -197,7 +213,7 @@ function barChart(values, opts) {
   const plotH = opts.height || 170, ymax = opts.ymax || 1.0;
   const width = left + n * bw + 10, height = top + plotH + 44;
   const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
-    class: "attnbook-live-svg", "aria-label": opts.label || "bar chart" });
+    class: "attnbook-live-svg", "aria-label": opts.label || tr("bar chart", "柱状图") });
   svg.style.maxWidth = `${width}px`;
   svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height, fill: "white" }));
   const yOf = (v) => top + plotH * (1 - v / ymax);

@@ -21,6 +21,7 @@ function merge([ma, la, oa], [mb, lb, ob]) {  // ref.merge_attention_states
 }
 
 function render({ model, el }) {
+  setLanguage(model);
   el.classList.add("attnbook-live");
   const q = model.get("q"), K = model.get("K"), V = model.get("V");
   const B = model.get("block"), n = K.length, dv = V[0].length;
@@ -50,7 +51,8 @@ function render({ model, el }) {
       const box = htmlEl("div", { style: "display: inline-block;" });
       box.appendChild(htmlEl("div", { style: "font-size: 12px; " +
         "text-align: center;" },
-        `block ${j / B + 1}: keys ${j}\u2013${last}`));
+        tr(`block ${j / B + 1}: keys ${j}\u2013${last}`,
+          `第${j / B + 1}块：键${j}\u2013${last}`)));
       for (let i = j; i <= last; i++) {
         box.appendChild(htmlEl("span", { "data-live-number": "", style:
           "display: inline-block; width: 3.4em; padding: 8px 0; " +
@@ -62,8 +64,8 @@ function render({ model, el }) {
     }
     strip.replaceChildren(...blocks, htmlEl("div", { style: "font-size: " +
       "12px; color: #404040; width: 100%;" },
-      "the score of each key " +
-      "(q \u00b7 k / \u221ad); dark: the blocks merged so far"));
+      tr("the score of each key (q \u00b7 k / \u221ad); dark: the blocks merged so far",
+        "每个键的分数（q \u00b7 k / \u221ad）；深色：已合并的块")));
     // the running state and the output so far, next to the exact row
     const head = htmlEl("tr");
     head.appendChild(htmlEl("th", {}, ""));
@@ -71,19 +73,20 @@ function render({ model, el }) {
       head.appendChild(htmlEl("th", { style: pad }, `out[${c}]`));
     }
     const running = htmlEl("tr");
-    running.appendChild(htmlEl("th", {}, "so far, o / l"));
+    running.appendChild(htmlEl("th", {}, tr("so far, o / l", "目前的o / l")));
     if (l > 0) o.forEach((x) => num(running, pyFixed(x / l, 3)));
-    else running.appendChild(htmlEl("td", { colspan: dv }, "(no key yet)"));
+    else running.appendChild(htmlEl("td", { colspan: dv }, tr("(no key yet)", "（还没有键）")));
     const full = htmlEl("tr");
-    full.appendChild(htmlEl("th", {}, "exact row"));
+    full.appendChild(htmlEl("th", {}, tr("exact row", "精确结果")));
     exact[2].forEach((x) => num(full, pyFixed(x / exact[1], 3)));
     table.replaceChildren(head, running, full);
-    caption.replaceChildren("running maximum m = ",
+    caption.replaceChildren(tr("running maximum m = ", "当前最大值m = "),
       htmlEl("span", { "data-live-number": "" }, pyFixed(m, 3)),
-      ", running sum l = ",
+      tr(", running sum l = ", "，累积和l = "),
       htmlEl("span", { "data-live-number": "" }, pyFixed(l, 3)));
   };
-  const label = `key blocks merged (of ${Math.ceil(n / B)})`;
+  const label = tr(`key blocks merged (of ${Math.ceil(n / B)})`,
+    `已合并的键块（共${Math.ceil(n / B)}块）`);
   return slider(model, el, { label, digits: 0 }, redraw);
 }
 

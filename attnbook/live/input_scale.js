@@ -10,6 +10,7 @@ function weightsAt(s, X, Wq, Wk) {
 }
 
 function render({ model, el }) {
+  setLanguage(model);
   el.classList.add("attnbook-live");
   const X = model.get("X"), Wq = model.get("W_q"), Wk = model.get("W_k");
   const tokens = model.get("tokens");
@@ -17,12 +18,13 @@ function render({ model, el }) {
   const redraw = (s) => {
     const w = weightsAt(s, X, Wq, Wk);
     fig.replaceChildren(heatmap(w, { id: "scale", rows: tokens, cols: tokens,
-      digits: 2, xlabel: "keys (rows: queries)", label:
-        `attention weights with the input scaled by s = ${pyFixed(s, 2)}; ` +
-        w.map((r, i) => `row ${tokens[i]}: ` +
+      digits: 2, xlabel: tr("keys (rows: queries)", "键（行：查询）"), label:
+        tr(`attention weights with the input scaled by s = ${pyFixed(s, 2)}; `,
+          `输入乘以s = ${pyFixed(s, 2)}时的注意力权重；`) +
+        w.map((r, i) => tr(`row ${tokens[i]}: `, `${tokens[i]}行：`) +
           r.map((x) => pyFixed(x, 2)).join(", ")).join("; ") }));
   };
-  return slider(model, el, { label: "scale s of X", digits: 2 }, redraw);
+  return slider(model, el, { label: tr("scale s of X", "X的缩放系数s"), digits: 2 }, redraw);
 }
 
 export default { render };

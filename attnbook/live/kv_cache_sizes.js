@@ -8,6 +8,10 @@ const GIB = 2 ** 30;
 const KINDS = [["GQA", "#0072B2"], ["MHA", "#E69F00"],
   ["GQA + window", "#009E73"]];
 
+function kindLabel(k) {
+  return k === 2 ? tr("GQA + window", "GQA + 窗口") : KINDS[k][0];
+}
+
 function withCommas(n) {  // Python's f"{n:,}" for a whole number
   return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
@@ -39,9 +43,9 @@ function drawBars(groups, tokens) {
   const height = top + nBars * bh + groups.length * gap + 34;
   const xmax = niceMax(Math.max(...groups.flatMap((g) => g[1].map((b) => b[1]))));
   const svg = svgEl("svg", { viewBox: `0 0 ${width} ${height}`, role: "img",
-    class: "attnbook-live-svg", "aria-label": `KV cache of one sequence of ` +
-      `${withCommas(tokens)} tokens in GiB: ` + groups.map(([name, bars]) =>
-      `${name} ` + bars.map(([k, v]) => `${KINDS[k][0]} ${pyFixed(v, 2)}`)
+    class: "attnbook-live-svg", "aria-label": tr(`KV cache of one sequence of ${withCommas(tokens)} tokens in GiB: `,
+      `一条${withCommas(tokens)}个词元的序列的KV缓存（GiB）：`) + groups.map(([name, bars]) =>
+      `${name} ` + bars.map(([k, v]) => `${kindLabel(k)} ${pyFixed(v, 2)}`)
         .join(", ")).join("; ") });
   svg.style.maxWidth = `${width}px`;
   svg.appendChild(svgEl("rect", { x: 0, y: 0, width, height, fill: "white" }));
@@ -49,7 +53,7 @@ function drawBars(groups, tokens) {
     const x = left + k * 92;
     svg.appendChild(svgEl("rect", { x, y: 6, width: 12, height: 12, fill: color }));
     svg.appendChild(svgEl("text", { x: x + 16, y: 16,
-      class: "attnbook-live-label" }, label));
+      class: "attnbook-live-label" }, kindLabel(k)));
   });
   const xOf = (v) => left + plotW * v / xmax;
   const bottom = height - 34;
@@ -76,22 +80,25 @@ function drawBars(groups, tokens) {
   }
   svg.appendChild(svgEl("text", { x: left + plotW / 2, y: height - 6,
     "text-anchor": "middle", class: "attnbook-live-axis" },
-    "KV cache of one sequence, bf16 (GiB)"));
+    tr("KV cache of one sequence, bf16 (GiB)", "一条序列的KV缓存，bf16（GiB）")));
   return svg;
 }
 
 function render({ model, el }) {
+  setLanguage(model);
   el.classList.add("attnbook-live");
   const fig = el.appendChild(htmlEl("div", { class: "attnbook-live-figure" }));
   const caption = el.appendChild(htmlEl("p", { class: "attnbook-live-caption" }));
   const redraw = (k) => {
     const tokens = Math.round(k) * 1024;
     fig.replaceChildren(drawBars(cacheBars(model, tokens), tokens));
-    caption.replaceChildren(`context: ${Math.round(k)} × 1,024 = `,
+    caption.replaceChildren(tr(`context: ${Math.round(k)} × 1,024 = `,
+      `上下文：${Math.round(k)} × 1,024 = `),
       htmlEl("span", { "data-live-number": "" }, withCommas(tokens)),
-      " tokens");
+      tr(" tokens", "个词元"));
   };
-  return slider(model, el, { label: "context length (units of 1,024 tokens)",
+  return slider(model, el, { label: tr("context length (units of 1,024 tokens)",
+    "上下文长度（单位：1,024个词元）"),
     digits: 0 }, redraw);
 }
 

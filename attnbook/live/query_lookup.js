@@ -4,6 +4,7 @@
 // Data: K, q_from, q_to, values, names, unit, from_label, to_label.
 
 function render({ model, el }) {
+  setLanguage(model);
   el.classList.add("attnbook-live");
   const K = model.get("K"), v = model.get("values"), names = model.get("names");
   const qa = model.get("q_from"), qb = model.get("q_to");
@@ -15,18 +16,18 @@ function render({ model, el }) {
     const w = softmax(K.map((k) => dot(k, q)));
     const answer = dot(w, v);
     fig.replaceChildren(barChart(w, { labels: names, digits: 3, bar: 78,
-      ymax: 1.1, xlabel: "key (weights)", label: `weights ` +
+      ymax: 1.1, xlabel: tr("key (weights)", "键（权重）"), label: tr("weights ", "权重 ") +
         w.map((x, i) => `${names[i]} ${pyFixed(x, 3)}`).join(", ") +
-        `; answer ${pyFixed(answer, 2)} ${unit}` }));
-    caption.replaceChildren("query [",
+        tr(`; answer ${pyFixed(answer, 2)} ${unit}`, `；答案${pyFixed(answer, 2)} ${unit}`) }));
+    caption.replaceChildren(tr("query [", "查询["),
       ...q.flatMap((x, i) => [i ? ", " : "",
         htmlEl("span", { "data-live-number": "" }, pyFixed(x, 1))]),
-      "]: answer ",
+      tr("]: answer ", "]：答案 "),
       htmlEl("strong", { "data-live-number": "" }, pyFixed(answer, 2)),
       ` ${unit}`);
   };
-  const label = `query: ${model.get("from_label")} (0) to ` +
-    `${model.get("to_label")} (1)`;
+  const label = tr(`query: ${model.get("from_label")} (0) to ${model.get("to_label")} (1)`,
+    `查询：从${model.get("from_label")}（0）到${model.get("to_label")}（1）`);
   return slider(model, el, { label, digits: 2 }, redraw);
 }
 

@@ -4,6 +4,7 @@
 // values (one number per key), labels.
 
 function render({ model, el }) {
+  setLanguage(model);
   el.classList.add("attnbook-live");
   const z = model.get("z"), values = model.get("values");
   const labels = model.get("labels");
@@ -12,20 +13,21 @@ function render({ model, el }) {
   const redraw = (b) => {
     const p = softmax(z.concat([b]));        // the keys, then the sink
     const w = p.slice(0, z.length);          // the sink's column dropped
-    fig.replaceChildren(barChart(p, { labels: labels.concat(["sink"]),
-      digits: 2, ymax: 1.1, xlabel: "key position, then the sink",
-      label: `weights of one row with scores ${z.join(", ")} and sink ` +
-        `logit b = ${pyFixed(b, 2)}: keys ` +
-        w.map((x) => pyFixed(x, 2)).join(", ") +
-        `, sink ${pyFixed(p[z.length], 2)}` }));
+    fig.replaceChildren(barChart(p, { labels: labels.concat([tr("sink", "汇聚点")]),
+      digits: 2, ymax: 1.1, xlabel: tr("key position, then the sink", "键的位置，最后是汇聚点"),
+      label: tr(`weights of one row with scores ${z.join(", ")} and sink logit b = ` +
+        `${pyFixed(b, 2)}: keys `, `分数为${z.join(", ")}、汇聚点logit b = ${pyFixed(b, 2)}` +
+        "时一行的权重：键 ") + w.map((x) => pyFixed(x, 2)).join(", ") +
+        tr(`, sink ${pyFixed(p[z.length], 2)}`, `，汇聚点 ${pyFixed(p[z.length], 2)}`) }));
     caption.replaceChildren(
-      `b = ${pyFixed(b, 2)}: the sink takes `,
+      tr(`b = ${pyFixed(b, 2)}: the sink takes `, `b = ${pyFixed(b, 2)}：汇聚点占去这一行的`),
       htmlEl("span", { "data-live-number": "" }, pyFixed(p[z.length], 3)),
-      " of the row; output = weights @ values = ",
+      tr(" of the row; output = weights @ values = ", "；输出 = 权重 @ 值 = "),
       htmlEl("span", { "data-live-number": "" }, pyFixed(dot(w, values), 3)),
-      ` (values ${values.join(", ")}; the sink has none)`);
+      tr(` (values ${values.join(", ")}; the sink has none)`,
+        `（值为${values.join(", ")}；汇聚点没有值）`));
   };
-  return slider(model, el, { label: "sink logit b", digits: 2 }, redraw);
+  return slider(model, el, { label: tr("sink logit b", "汇聚点logit b"), digits: 2 }, redraw);
 }
 
 export default { render };
