@@ -9,7 +9,7 @@
     const all = sections();
     let n = -1;
     for (let i = 0; i < all.length; i++) {
-      if (all[i].getBoundingClientRect().top <= 80) n = i;
+      if (all[i].getBoundingClientRect().top <= window.innerHeight / 3) n = i;  // in the top third
     }
     if (n < 0 && location.hash) {
       n = all.findIndex((s) => "#" + s.id === decodeURIComponent(location.hash));
@@ -25,6 +25,17 @@
       location.href = a.getAttribute("href") + "?section=" + n;
     }
   });
+  // The link is written at the top of the article (it works there without scripts); moved
+  // into the article's header bar, which stays on screen, it can be clicked from anywhere
+  // in the page, and then carries the section being read.
+  function dock() {
+    const nav = document.querySelector("nav.attnbook-lang");
+    const bar = document.querySelector(".article-header-buttons");
+    if (nav && bar) {
+      nav.classList.add("attnbook-lang-docked");
+      bar.prepend(nav);
+    }
+  }
   function arrive() {
     const n = parseInt(new URLSearchParams(location.search).get("section") || "", 10);
     if (!(n > 0)) return;
@@ -33,6 +44,10 @@
     history.replaceState(null, "", location.pathname + "#" + target.id);
     target.scrollIntoView();
   }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", arrive);
-  else arrive();
+  function ready() {
+    dock();
+    arrive();
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);
+  else ready();
 })();

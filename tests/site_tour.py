@@ -407,8 +407,9 @@ class Recorder:
 
 
 def site_pages(html: Path) -> list[str]:
-    """Every HTML page of the site, relative to its root (index.html only redirects)."""
-    skip = ("_static/", "_sources/", "_images/")
+    """Every HTML page of the English site, relative to its root (index.html only redirects;
+    the Chinese edition, zh/, has its own part of the tour: zh_pages)."""
+    skip = ("_static/", "_sources/", "_images/", "zh/")
     pages = (p.relative_to(html).as_posix() for p in html.rglob("*.html"))
     return sorted(p for p in pages if not p.startswith(skip) and p != "index.html")
 
@@ -623,7 +624,7 @@ def _live_probe(page, stem, shots: Path) -> dict:
 # --- the tour ---
 
 PARTS = ("chapters 01-09", "chapters 10 and later", "other pages and search",
-         "dark mode, file:// and no JavaScript")
+         "dark mode, file:// and no JavaScript", "Chinese edition")
 
 
 def _part_pages(html: Path, part: str) -> list[str]:
@@ -713,6 +714,8 @@ def run_part(part: str, html: Path) -> dict:
 
 
 def _run_part(part, html, browser, base_url):
+    if part == PARTS[4]:
+        return _run_zh(html, browser, base_url)
     started = time.perf_counter()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     live_stems = set(live_chapters())
@@ -808,6 +811,135 @@ def _run_part(part, html, browser, base_url):
     return json.loads(json.dumps(result))  # plain JSON, as the other workers read it
 
 
+# --- the Chinese edition (zh/): every page once, cheaply --------------------------------
+
+ZH_SEARCHES = [  # (query, a page that must be among the results)
+    ("注意力", "chapters/01_three_tokens.html"),
+    ("掩码", "chapters/06_masking.html"),
+    ("旋转位置编码", "chapters/13_rope.html"),
+]
+
+# The page's Chinese characters, drawn in a probe inside the article (so it inherits the
+# article's font), waited for, then DevTools says which fonts drew them (FONT_PROBE).
+FONT_PROBE = """async () => {
+  const text = document.querySelector("article").innerText;
+  const chars = [...new Set(text.match(/[\\u3400-\\u9fff\\uff00-\\uffef\\u3000-\\u303f]/g) || [])].join("");
+  const probe = document.createElement("p");
+  probe.id = "attnbook-font-probe";
+  probe.textContent = chars;
+  document.querySelector("article").appendChild(probe);
+  await document.fonts.load("16px 'Attnbook Noto Sans SC'", chars);
+  await document.fonts.ready;
+  return chars.length;
+}"""
+
+ZH_COLLECT = """() => ({
+  lang: document.documentElement.getAttribute("lang"),
+  title: document.title,
+  h1: (document.querySelector("article h1") || {}).textContent || "",
+  switch: (document.querySelector("a.attnbook-lang-switch") || {}).href || null,
+  math: document.querySelectorAll("article .math").length,
+  mathjax: document.querySelectorAll("article mjx-container").length,
+  sections: document.querySelectorAll("article.bd-article section[id]").length,
+  live: Array.from(document.querySelectorAll(".attnbook-live")).map((e) => e.innerText),
+})"""
+
+
+def switch_pages(html: Path) -> list[str]:
+    """The English pages that carry a language switch: all but Sphinx's search and index
+    pages, which are made without the page body the switch is put in."""
+    return [p for p in site_pages(html) if p not in ("search.html", "genindex.html")]
+
+
+def zh_pages(html: Path) -> list[str]:
+    """Every page of the Chinese site, relative to zh/ (zh/index.html only redirects)."""
+    skip = ("_static/", "_sources/", "_images/")
+    pages = (p.relative_to(html / "zh").as_posix() for p in (html / "zh").rglob("*.html"))
+    return sorted(p for p in pages if not p.startswith(skip) and p not in ("index.html",
+                                                                          "search.html", "genindex.html"))
+
+
+def _fonts(page) -> list:
+    """The fonts chromium drew the font probe with: [[family, custom?, glyphs], ...]."""
+    devtools = page.context.new_cdp_session(page)
+    try:
+        devtools.send("DOM.enable")
+        devtools.send("CSS.enable")
+        root = devtools.send("DOM.getDocument")["root"]["nodeId"]
+        node = devtools.send("DOM.querySelector", {"nodeId": root,
+                                                   "selector": "#attnbook-font-probe"})["nodeId"]
+        fonts = devtools.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+        return [[f["familyName"], f["isCustomFont"], f["glyphCount"]] for f in fonts]
+    finally:
+        devtools.detach()
+
+
+def _switch_round_trips(browser, base: str, pages: list[str], **options) -> dict:
+    """For each page: open the English page, click its switch, then the Chinese page's
+    switch; where each click landed (relative to base). Scripts off: the link alone must
+    work (the script only adds the section)."""
+    context = browser.new_context(java_script_enabled=False, **options)
+    page = context.new_page()
+    out = {}
+    try:
+        for path in pages:
+            page.goto(base + path, wait_until="domcontentloaded")
+            page.click("a.attnbook-lang-switch")
+            page.wait_for_load_state("domcontentloaded")
+            there = page.url
+            page.click("a.attnbook-lang-switch")
+            page.wait_for_load_state("domcontentloaded")
+            out[path] = [there[len(base):] if there.startswith(base) else there,
+                         page.url[len(base):] if page.url.startswith(base) else page.url]
+    finally:
+        context.close()
+    return out
+
+
+def _run_zh(html, browser, base_url):
+    started = time.perf_counter()
+    rec = light_recorder(browser, base_url)
+    rec.take_record()
+    result = {"base_url": base_url, "pages": {}, "zh": {}}
+    for path in zh_pages(html):
+        data = rec.visit("zh/" + path, collect=False)
+        data = rec.page.evaluate(ZH_COLLECT)
+        data["probe_chars"] = rec.page.evaluate(FONT_PROBE)
+        data["fonts"] = _fonts(rec.page)
+        result["zh"][path] = data
+    rec.note_resources()
+    # the search, in Chinese
+    result["zh_searches"] = {}
+    for query, _ in ZH_SEARCHES:
+        rec.visit("zh/search.html?q=" + query, collect=False)
+        rec.page.wait_for_selector("#search-results .search-summary")
+        result["zh_searches"][query] = rec.page.eval_on_selector_all(
+            "#search-results ul.search li > a", "links => links.map(a => a.getAttribute('href'))")
+    # the switch keeps the section: open the English chapter's section 3, click
+    rec.visit("chapters/03_softmax.html", collect=False)
+    sections = rec.page.eval_on_selector_all("article.bd-article section[id]",
+                                             "s => s.map(x => x.id)")
+    rec.page.evaluate("(id) => document.getElementById(id).scrollIntoView()", sections[3])
+    result["zh_section_docked"] = rec.page.evaluate(
+        "() => !!document.querySelector('.article-header-buttons a.attnbook-lang-switch')")
+    # a reader's click on the switch, in the header bar, which stays on screen (Playwright's
+    # own click would first scroll the page to bring the sticky bar "into view")
+    with rec.page.expect_navigation(wait_until="load"):
+        rec.page.evaluate("document.querySelector('a.attnbook-lang-switch').click()")
+    rec.page.wait_for_load_state("load")
+    result["zh_section"] = {"from": sections[3], "url": rec.page.url[len(base_url):],
+                            "zh_sections": rec.page.eval_on_selector_all(
+                                "article.bd-article section[id]", "s => s.map(x => x.id)")}
+    result["http"] = rec.take_record()
+    # both ways on every page, over http and from file:// (no other host either way)
+    english = switch_pages(html)
+    result["switch_http"] = _switch_round_trips(browser, base_url, english, viewport=PHONE)
+    result["switch_file"] = _switch_round_trips(browser, html.resolve().as_uri() + "/", english,
+                                                viewport=PHONE)
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
 def merge(parts: dict) -> dict:
     """The four parts' records as one tour: every page, and each record's lists joined."""
     tour = {"pages": {}, "http": {"blocked": [], "failed": [], "console": [], "fetched": []},
@@ -816,7 +948,8 @@ def merge(parts: dict) -> dict:
         tour["pages"].update(part["pages"])
         for key, values in part.get("http", {}).items():
             tour["http"][key] += values
-        for key in ("searches", "dark", "file", "file_record", "nojs"):
+        for key in ("searches", "dark", "file", "file_record", "nojs", "zh", "zh_searches",
+                    "zh_section", "zh_section_docked", "switch_http", "switch_file"):
             if key in part:
                 tour[key] = part[key]
     return tour

@@ -38,7 +38,8 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from site_tour import CHAPTER, DESKTOP, PARTS, PHONE, SEARCHES, _part_pages, site_pages
+from site_tour import (CHAPTER, DESKTOP, PARTS, PHONE, SEARCHES, ZH_SEARCHES, _part_pages,
+                       site_pages, switch_pages, zh_pages)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE_BUDGET = 1_500_000  # bytes: HTML plus images of one chapter page
@@ -65,6 +66,9 @@ def test_tour(part, tour_part, html):
     seen = tour_part(part)
     if part == PARTS[3]:
         assert seen["dark"]["backgrounds"]["figures"] and len(seen["file"]) == len(seen["nojs"])
+        return
+    if part == PARTS[4]:
+        assert sorted(seen["zh"]) == zh_pages(html) and len(seen["zh"]) == len(switch_pages(html))
         return
     assert sorted(seen["pages"]) == _part_pages(html, part) and seen["pages"]
     assert all(data["title"] for data in seen["pages"].values()), "a page without a title"
@@ -407,3 +411,66 @@ def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
     assert base + "page.html" in [url for _, url in rec.fetched], rec.fetched
     assert ["page.html", base + "missing.png", "HTTP 404"] in rec.failed, rec.failed
 
+
+
+# --- the Chinese edition ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def zh_tour(tour_part):
+    return tour_part(PARTS[4])
+
+
+def test_every_chinese_page_is_chinese_with_math_typeset(zh_tour):
+    bad = []
+    for path, data in zh_tour["zh"].items():
+        if data["lang"] != "zh-CN" or not data["title"] or not data["h1"].strip():
+            bad.append(f"{path}: lang {data['lang']!r}, title {data['title']!r}")
+        if data["math"] and data["mathjax"] < data["math"]:
+            bad.append(f"{path}: {data['math']} math elements, {data['mathjax']} typeset")
+        if not re.search(r"[\u4e00-\u9fff]", data["h1"] + data["title"]):
+            bad.append(f"{path}: the title is not Chinese: {data['h1']!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_chinese_text_is_drawn_in_the_served_font(zh_tour):
+    """Every Chinese character of every Chinese page is drawn by the site's own web font
+    (a custom font, not a system font, and never boxes): the probe holds them all."""
+    bad = []
+    for path, data in zh_tour["zh"].items():
+        if data["probe_chars"] < 20:
+            bad.append(f"{path}: only {data['probe_chars']} Chinese characters")
+        system = [f for f in data["fonts"] if not f[1]]
+        custom = [f for f in data["fonts"] if f[1]]
+        if system or not custom:
+            bad.append(f"{path}: drawn with {data['fonts']}")
+    assert not bad, "\n".join(bad)
+
+
+def test_language_switch_both_ways_on_every_page(zh_tour, html):
+    for how in ("switch_http", "switch_file"):
+        trips = zh_tour[how]
+        assert sorted(trips) == switch_pages(html), how
+        wrong = {p: t for p, t in trips.items() if t != ["zh/" + p, p]}
+        assert not wrong, f"{how}: page -> [after one click, after two]:\n" + "\n".join(
+            f"  {p}: {t}" for p, t in list(wrong.items())[:20])
+
+
+def test_language_switch_keeps_the_section(zh_tour):
+    sec = zh_tour["zh_section"]
+    assert zh_tour["zh_section_docked"], "the switch is not in the header bar"
+    assert sec["url"] == "zh/chapters/03_softmax.html#" + sec["zh_sections"][3], sec
+
+
+@pytest.mark.parametrize("query, expected", ZH_SEARCHES)
+def test_chinese_search_finds_the_page(zh_tour, query, expected):
+    results = zh_tour["zh_searches"][query]
+    assert expected in results, f"searching {query} lists {results[:10]}"
+
+
+def test_live_figures_speak_chinese_on_chinese_pages(zh_tour):
+    figures = {p: d["live"] for p, d in zh_tour["zh"].items() if d["live"]}
+    assert len(figures) >= 8, sorted(figures)
+    english = [(p, t[:80]) for p, texts in figures.items() for t in texts
+               if not re.search(r"[\u4e00-\u9fff]", t)]
+    assert not english, english
+    assert any("因果掩码" in t for t in figures["chapters/06_masking.html"])

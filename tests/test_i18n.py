@@ -164,6 +164,7 @@ def test_a_faithful_translation_passes():
     (GOOD.replace("，此处", ", 此处"), "ASCII punctuation"),
     (GOOD.replace("的分数", " 的分数"), "a space between"),
     (EN, "not translated"),
+    ("**" + GOOD.replace("。", "。**") + "x", "CommonMark will not render"),
 ])
 def test_each_rule_rejects_its_mistake(bad, rule):
     found = rules.form_problems(_unit(EN), bad)

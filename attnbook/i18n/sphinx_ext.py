@@ -23,7 +23,7 @@ def other_url(pagename: str, lang: str) -> str:
 
 def _page_context(app, pagename, templatename, context, doctree):
     lang = app.config.attnbook_language
-    if lang not in LABELS or pagename in ("search", "genindex"):
+    if lang not in LABELS:
         return
     text, hreflang, title = LABELS[lang]
     href = other_url(pagename, lang)
