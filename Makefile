@@ -9,7 +9,7 @@
 #   make serve     serve the built site on http://127.0.0.1:$(PORT)
 #   make outputs   re-execute every notebook in place (after an edit); first puts each
 #                  chapter in shape (bootstrap cell, slide metadata: attnbook.nbtools prepare)
-#   make slides    export every chapter as reveal.js slides into slides/, self-sufficient
+#   make slides    export every chapter as reveal.js slides into slides/ (Chinese: slides/zh/), self-sufficient
 #                  offline (reveal.js, MathJax 2 served from slides/assets/: npm ci installs
 #                  them from package-lock.json); SOLUTIONS=yes adds each solution on a sub-slide
 #   make pdf       print the built site to A4 PDFs in pdf/: one per chapter page and one for
@@ -49,6 +49,7 @@ WHEELHOUSE ?=
 PIP_OPTS := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),)
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb))
+ZH_NOTEBOOKS := $(sort $(wildcard zh/chapters/*.ipynb))  # generated: make translations
 # A cell that hangs fails after 60 s (the slowest cell, a timing in chapter 09, takes a few
 # seconds; 30 s with 8 busy processes on 2 cores), naming the notebook and cell.
 PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=60
@@ -145,8 +146,9 @@ SOLUTIONS ?=
 slides: $(STAMP) $(NODE_STAMP)
 	rm -rf slides
 	$(BIN)/python -m attnbook.slides_export slides $(NOTEBOOKS) $(if $(SOLUTIONS),--solutions)
-	@echo "Open slides/<chapter>.slides.html in a browser (file:// or http): nothing comes from the internet."
-	@echo "Copy the whole slides/ folder (the decks need slides/assets/)."
+	$(BIN)/python -m attnbook.slides_export slides/zh $(ZH_NOTEBOOKS) $(if $(SOLUTIONS),--solutions)
+	@echo "Open slides/<chapter>.slides.html (Chinese: slides/zh/) in a browser (file:// or http): nothing comes from the internet."
+	@echo "Copy the whole slides/ folder (the decks need slides/assets/ and slides/zh/assets/)."
 
 # The PDFs are printed from the built site by Debian's chromium (CHROMIUM=/path to another).
 pdf: book $(NODE_STAMP)

@@ -95,9 +95,27 @@ def _closing(lines, start, fence):
 
 
 class _Numbers:
-    def __init__(self, first_exercise: int = 1):
+    def __init__(self, first_exercise: int = 1, lang: str = "en"):
         self.exercise = first_exercise - 1
         self.labels: dict[str, int] = {}
+        self.lang = lang if lang in LABELS else "en"
+
+    def label(self, key: str, **kw) -> str:
+        return LABELS[self.lang][key].format(**kw)
+
+
+# The words a deck adds itself, in the deck's language (a notebook of the Chinese edition,
+# zh/, says "zh" in its metadata: attnbook.language).
+LABELS = {
+    "en": {"exercise": "Exercise {n}", "solution_to": "Solution to Exercise {n}",
+           "solution": "Solution", "note": "Note", "warning": "Warning", "tip": "Tip",
+           "hint": "Hint", "important": "Important", "caution": "Caution", "seealso": "See also",
+           "attention": "Attention", "danger": "Danger", "error": "Error"},
+    "zh": {"exercise": "练习 {n}", "solution_to": "练习 {n} 的解答", "solution": "解答",
+           "note": "注意", "warning": "警告", "tip": "提示", "hint": "提示", "important": "重要",
+           "caution": "小心", "seealso": "另请参阅", "attention": "注意", "danger": "危险",
+           "error": "错误"},
+}
 
 
 def _box(kind, classes, title, body, dropdown=False):
@@ -130,20 +148,20 @@ def _directive(name, arg, options, body, numbers: _Numbers):
         numbers.exercise += 1
         if "label" in options:
             numbers.labels[options["label"]] = numbers.exercise
-        title = f"Exercise {numbers.exercise}" + (f" ({_inline(arg)})" if arg else "")
+        title = numbers.label("exercise", n=numbers.exercise) + (f" ({_inline(arg)})" if arg else "")
         return _box("exercise", classes, title, body)
     if name in ("solution", "solution-start"):
         target = numbers.labels.get(arg.strip())
-        title = f"Solution to Exercise {target}" if target else "Solution"
+        title = numbers.label("solution_to", n=target) if target else numbers.label("solution")
         if name == "solution-start":  # its body runs on over the next cells: no box
             return f'<p class="attnbook-directive solution title">{title}</p>\n\n{body}'
         return _box("solution", classes, title, body, dropdown)
     if name == "solution-end":
         return body
     if name == "admonition":
-        return _box("admonition", classes, _inline(arg) or "Note", body, dropdown)
+        return _box("admonition", classes, _inline(arg) or numbers.label("note"), body, dropdown)
     if name in _ADMONITIONS:
-        title = _inline(arg) or name.capitalize()
+        title = _inline(arg) or LABELS[numbers.lang].get(name, name.capitalize())
         return _box("admonition", [name, *classes], title, body, dropdown)
     if name in ("figure", "image"):
         alt = options.get("alt", "")
@@ -201,9 +219,11 @@ def _exercises_before(notebook: Path) -> int:
     if toc.exists():
         order = re.findall(r"file:\s*(\S+)", toc.read_text())
     try:
-        key = str(notebook.resolve().relative_to(ROOT).with_suffix(""))
+        key = notebook.resolve().relative_to(ROOT).with_suffix("").as_posix()
     except ValueError:
         return 0
+    if key.startswith("zh/"):  # the Chinese edition numbers its exercises as the English
+        key = key[len("zh/"):]
     if key not in order:
         return 0
     count = 0
@@ -240,11 +260,36 @@ def _embed_images(text: str, folder: Path | None) -> str:
     return _IMAGE.sub(embed, text)
 
 
+def language(nb) -> str:
+    """"zh" for a notebook of the Chinese edition (generated into zh/), else "en"."""
+    return (nb.get("metadata", {}).get("attnbook", {}) or {}).get("language", "en")
+
+
+# A Chinese deck draws its Chinese in the book's own web font (the subset of Noto Sans SC
+# in _static/fonts/, copied to assets/): a classroom machine may have no Chinese font.
+ZH_HEAD = """<style>
+@font-face { font-family: "Attnbook Noto Sans SC";
+  src: url("assets/fonts/noto-sans-sc-subset.woff2") format("woff2");
+  unicode-range: U+2E80-2FDF, U+3000-303F, U+3100-312F, U+3400-4DBF, U+4E00-9FFF,
+    U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF; }
+.reveal, .reveal h1, .reveal h2, .reveal h3, .reveal p, .reveal li {
+  font-family: "Attnbook Noto Sans SC", "Source Sans Pro", Helvetica, sans-serif; }
+</style>
+"""
+
+
+def _localise(page: str, lang: str) -> str:
+    if lang != "zh":
+        return page
+    page = re.sub(r"<html lang=\"[^\"]*\"", '<html lang="zh-CN"', page, count=1)
+    return page.replace("</head>", ZH_HEAD + "</head>", 1)
+
+
 def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False, folder=None):
     """A copy of the notebook ready for nbconvert: MyST as HTML, solutions out (or on sub-slides);
     ``folder``: the notebook's folder, to embed its images."""
     nb = copy.deepcopy(nb)
-    numbers = _Numbers(first_exercise)
+    numbers = _Numbers(first_exercise, language(nb))
     cells, inside = [], False
     for cell in nb.cells:
         text = cell.source if cell.cell_type == "markdown" else ""
@@ -292,6 +337,9 @@ def copy_assets(outdir: Path, node_modules: Path) -> int:
                 shutil.copy2(src, dst)
     live = ROOT / "_static" / "live-figures.js"
     shutil.copy2(live, target / "live-figures.js")
+    font = ROOT / "_static" / "fonts" / "noto-sans-sc-subset.woff2"
+    (target / "fonts").mkdir(exist_ok=True)
+    shutil.copy2(font, target / "fonts" / font.name)
     return sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
 
 
@@ -329,7 +377,7 @@ def export(outdir, notebooks, node_modules=ROOT / "node_modules", solutions=Fals
         body, _ = exporter.from_notebook_node(
             deck, resources={"metadata": {"path": str(path.parent), "name": path.stem}})
         target = outdir / f"{path.stem}.slides.html"
-        target.write_text(_open_boxes(body), encoding="utf-8")
+        target.write_text(_localise(_open_boxes(body), language(nb)), encoding="utf-8")
         written.append(target)
     print(f"{len(written)} decks in {outdir}/ (assets: {size / 1e6:.1f} MB in {outdir}/{ASSETS}/)")
     return written

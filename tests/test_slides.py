@@ -208,3 +208,24 @@ def test_deck_offline(deck, scheme):
     cells = _markdown_cells(CHAPTER)
     assert seen["exercises"] == sum(len(re.findall(r"\{exercise\}", t)) for t in cells)
     assert seen["dropdowns"] >= 1 and seen["live"] == 1 and seen["solutions"] == 0
+
+
+# --- the Chinese edition's decks ---------------------------------------------------------
+
+def test_chinese_deck_is_chinese_and_numbered_as_the_site(built_site, tmp_path):
+    """A deck of a Chinese notebook (zh/): lang zh-CN, the deck's own words in Chinese, the
+    exercises numbered as on the Chinese site, the book's web font beside it."""
+    missing = [f"{p}/{r}" for p, rels in sx.ASSET_FILES.items() for r in rels
+               if not (NODE_MODULES / p / r).exists()]
+    if missing:
+        pytest.skip("node_modules/ lacks the deck's assets: run `make assets` (npm ci)")
+    zh = ROOT / "zh" / "chapters" / LATER.name
+    [path] = sx.export(tmp_path, [zh])
+    deck = path.read_text(encoding="utf-8")
+    assert re.search(r'<html lang="zh-CN"', deck)
+    page = (built_site["html"] / "zh" / "chapters" / "06_masking.html").read_text()
+    site = [int(n) for n in re.findall(r'caption-number">练习 (\d+) ', page)]
+    assert site and [int(n) for n in re.findall(r"练习 (\d+)</p>", deck)] == site, site
+    assert "Exercise " not in re.sub(r"<script.*?</script>", "", deck, flags=re.S)
+    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc-subset.woff2").exists()
+    assert 'url("assets/fonts/noto-sans-sc-subset.woff2")' in deck

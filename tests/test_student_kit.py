@@ -115,3 +115,16 @@ def test_a_kit_with_the_key_keeps_the_answer_key(tmp_path):
     assert "def causal_mask" in source
     assert not (tmp_path / "attnbook" / "_kit_data").exists()
     assert "includes the book's whole answer key" in (tmp_path / "README.md").read_text()
+
+
+def test_the_kit_has_each_chapter_in_chinese_too(kit):
+    """zh/ holds the Chinese edition's student copy: the same code cells, Chinese prose, no
+    solutions, figures found from its folder (../figures/)."""
+    en = json.loads((kit / CHAPTER.name).read_text())
+    zh = json.loads((kit / "zh" / CHAPTER.name).read_text())
+    code = lambda nb: [c["source"] for c in nb["cells"] if c["cell_type"] == "code"]  # noqa: E731
+    assert code(zh) == code(en)
+    prose = "".join("".join(c["source"]) for c in zh["cells"] if c["cell_type"] == "markdown")
+    assert "掩码" in prose and "solution-start" not in prose and "](figures/" not in prose
+    for link in __import__("re").findall(r"\]\((\.\./figures/[^)\s]+)\)", prose):
+        assert (kit / "zh" / link).resolve().exists(), link

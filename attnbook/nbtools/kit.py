@@ -225,7 +225,8 @@ which mistake it is if it is a known one.
 
 ## What is in the kit
 
-- the chapters, without the solutions of their exercises, and `figures/`;
+- the chapters, without the solutions of their exercises, and `figures/`; the same chapters in
+  Chinese in `zh/` (中文版：`zh/`文件夹中是同样的章节);
 - `attnbook/`, the book's helper package (plots, live figures, checkers);
 - `requirements.txt` (JupyterLab with `jupyterlab-myst`, which shows the book's boxes,
   exercises and math as the site does) and this folder's `Makefile`.

@@ -93,8 +93,8 @@ try:
     import attnbook  # noqa: F401
 except ModuleNotFoundError:
     import os, sys
-    here = os.path.abspath("")
-    found = [d for d in (here, os.path.dirname(here))
+    here, up = os.path.abspath(""), os.path.dirname
+    found = [d for d in (here, up(here), up(up(here)))  # zh/chapters too
              if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
     if not found:
         raise ModuleNotFoundError(
@@ -117,8 +117,8 @@ except ModuleNotFoundError:
     BOOK = "{url}"
     COMMIT = "{commit}"
     PIP = f"attnbook @ git+{{BOOK}}@{{COMMIT}}"
-    here = os.path.abspath("")
-    found = [d for d in (here, os.path.dirname(here))
+    here, up = os.path.abspath(""), os.path.dirname
+    found = [d for d in (here, up(here), up(up(here)))  # zh/chapters too
              if os.path.isfile(os.path.join(d, "attnbook", "__init__.py"))]
     if found:
         sys.path.insert(0, found[0])

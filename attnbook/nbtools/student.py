@@ -56,7 +56,8 @@ def student_copy(nb: dict) -> dict:
 
 
 def write_student_copies(outdir, notebooks, *, key: bool = False) -> list[Path]:
-    """Write the student kit into outdir: the notebooks' student copies, figures/, attnbook/,
+    """Write the student kit into outdir: the notebooks' student copies (and, in zh/, those of
+    their Chinese edition), figures/, attnbook/,
     and the kit's README, requirements and Makefile (:mod:`.kit`).
 
     The folder is self-contained: hand it out as it is. The bootstrap cell finds the copy of
@@ -73,6 +74,16 @@ def write_student_copies(outdir, notebooks, *, key: bool = False) -> list[Path]:
         target = outdir / Path(path).name
         _save(target, student_copy(_load(path)))
         written.append(target)
+        # the same chapter in Chinese (the Chinese edition, generated into zh/chapters), in zh/
+        zh = BOOK_ROOT / "zh" / "chapters" / Path(path).name
+        if zh.exists():
+            copy = student_copy(_load(zh))
+            for cell in copy["cells"]:
+                if cell["cell_type"] == "markdown":
+                    cell["source"] = _lines(_source(cell).replace("](figures/", "](../figures/"))
+            (outdir / "zh").mkdir(exist_ok=True)
+            _save(outdir / "zh" / zh.name, copy)
+            written.append(outdir / "zh" / zh.name)
     for folder in ("figures", "attnbook"):
         if (BOOK_ROOT / folder).is_dir():
             shutil.rmtree(outdir / folder, ignore_errors=True)
