@@ -35,6 +35,7 @@ Part VI: MLA (16)               :mod:`attnbook.reference.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.reference.fast`
 Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
+Part VIII: sparse (21)          :mod:`attnbook.reference.sparse`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -54,6 +55,7 @@ from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
                       split_query_gate)
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
+from .sparse import indexer_scores, topk_mask, topk_sparse_attention
 
 __all__ = [
     # Parts I-III
@@ -72,4 +74,5 @@ __all__ = [
     # Part VIII
     "attention_with_sinks", "reach_after_layers",
     "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
+    "indexer_scores", "topk_mask", "topk_sparse_attention",
 ]
