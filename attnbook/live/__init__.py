@@ -448,9 +448,8 @@ if anywidget is not None:
                     + [_fixed(share, 3), _fixed(out, 3)])
 
     class TopKKeep(SliderFigure):
-        """Chapter 21: one query of DeepSeek Sparse Attention, the number
-        of keys it keeps (its top k by index score) on a slider: the
-        attention weights over the kept keys, the output."""
+        """Chapter 21: one query keeps its top k keys by index score (k on
+        a slider): its attention weights over them, its output."""
         js_file = "topk_keep.js"
         description = "one query keeping its top k keys, k on a slider"
         readout_digits = 0
@@ -467,10 +466,9 @@ if anywidget is not None:
                                  f"value per key, got {len(index)}, {len(z)} "
                                  f"and {len(values)}")
             n = len(z)
-            super().__init__(index=index, z=z, values=values,
-                             labels=[str(i) for i in range(n)],
-                             value=float(n if k is None else k), min=1.0,
-                             max=float(n), step=1.0)
+            super().__init__(index=index, z=z, values=values, min=1.0,
+                             labels=[str(i) for i in range(n)], step=1.0,
+                             value=float(n if k is None else k), max=float(n))
 
         def row(self, k=None):
             """(weights, output) from the answer key keeping the top k."""
