@@ -53,7 +53,9 @@ def init_params(rng, n_keys, n_values, d_model=32, d=16):
     return {"E_k": rng.normal(size=(n_keys, d_model)),
             "E_v": rng.normal(size=(n_values + 1, d_model)),   # + BLANK
             "W_q": w(d_model, d), "W_k": w(d_model, d), "W_v": w(d_model, d),
-            "w_b": np.zeros(d_model), "w_a": np.zeros(d_model), "a0": np.zeros(1),
+            # the gate starts slow: g = -softplus(-4) = -0.018, a half-life
+            # of about 38 tokens (softplus(0) would halve the state each token)
+            "w_b": np.zeros(d_model), "w_a": np.zeros(d_model), "a0": np.full(1, -4.0),
             "W_o": w(d, n_values)}
 
 
