@@ -28,8 +28,11 @@ function render({ model, el }) {
       label: `attention weights of one query keeping its top ${pyFixed(k, 0)} ` +
         `keys by index score: ` + w.map((x) => pyFixed(x, 2)).join(", ") }));
     const kept = labels.filter((_, j) => keep[j]).join(", ");
+    const ranked = index.map((_, j) => j)
+      .sort((a, b) => index[b] - index[a] || a - b).map((j) => labels[j]);
     caption.replaceChildren(
-      `top ${pyFixed(k, 0)} by index score: keys ${kept}; output = weights @ values = `,
+      `the indexer ranks the keys ${ranked.join(", ")}; the top ${pyFixed(k, 0)} ` +
+      `kept: ${kept}; output = weights @ values = `,
       htmlEl("span", { "data-live-number": "" }, pyFixed(out, 3)),
       ` (values ${values.join(", ")})`);
   };
