@@ -83,3 +83,39 @@ def test_a_checker_survives_a_function_that_raises():
         raise RuntimeError("boom")
     passed, report = _run(check.check_delta_rule_step, broken)
     assert not passed and "boom" in report
+
+
+HYBRID_MISTAKES = {
+    "state grows with the context": "multiplied by the context",
+    "states left out": "states are missing",
+    "a cache in every layer": "every layer got a KV cache",
+    "every layer full (dense)": "counted as a full layer",
+    "full and linear swapped": "were swapped",
+}
+
+
+def test_hybrid_answer_passes():
+    def hybrid_bytes(n, layer_types, kv_per_token, state_bytes):
+        full = layer_types.count("full")
+        return full * kv_per_token * n + (len(layer_types) - full) * state_bytes
+    assert _run(check.check_hybrid_bytes, hybrid_bytes)[0]
+
+
+@pytest.mark.parametrize("index", range(len(HYBRID_MISTAKES)), ids=list(HYBRID_MISTAKES))
+def test_hybrid_bytes_rejects_each_mistake_with_its_hint(index):
+    mistakes = check_linear.hybrid_mistakes()
+    assert len(mistakes) == len(HYBRID_MISTAKES)
+    passed, report = _run(check.check_hybrid_bytes, mistakes[index].fn)
+    assert not passed
+    flat = " ".join(report.split())
+    assert list(HYBRID_MISTAKES.values())[index] in flat, report
+    others = [w for i, w in enumerate(HYBRID_MISTAKES.values()) if i != index]
+    assert not any(w in flat for w in others), report
+
+
+def test_no_two_hybrid_mistakes_agree_on_every_case():
+    cases = check_linear.hybrid_cases()
+    results = [[m.fn(*c.args) for c in cases] for m in check_linear.hybrid_mistakes()]
+    for i in range(len(results)):
+        for j in range(i + 1, len(results)):
+            assert results[i] != results[j], (i, j)

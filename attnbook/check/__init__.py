@@ -33,7 +33,7 @@ from .fast import (check_attention_flops, check_causal_tiles, check_flash_backwa
 from .gqa import check_gqa
 from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
                        check_rolling_attention, check_sliding_window_mask)
-from .linear import check_delta_rule_step
+from .linear import check_delta_rule_step, check_hybrid_bytes
 from .learn import (check_attention_backward, check_cross_entropy,
                     check_self_attention_backward)
 from .mla import check_absorbed_scores
@@ -66,7 +66,7 @@ __all__ = [
     # Part VIII
     "check_attention_with_sinks", "check_reach_after_layers",
     "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
-    "check_topk_mask", "check_delta_rule_step",
+    "check_topk_mask", "check_delta_rule_step", "check_hybrid_bytes",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -107,6 +107,7 @@ ANSWER_KEY = {
     "check_gated_output": ["gated_attention_output"],
     "check_topk_mask": ["topk_mask"],
     "check_delta_rule_step": ["delta_rule_step"],
+    "check_hybrid_bytes": [],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

@@ -1,5 +1,5 @@
 """Checkers of chapter 22 (Part VIII): one step of the gated delta rule
-(Gated DeltaNet)."""
+(Gated DeltaNet); the bytes a hybrid stack keeps per sequence."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import numpy as np
 from .. import reference as ref
 from ..checking import Case, Mistake, Verdict, _copy_args, _unchanged, parts_of, run_cases
 
-__all__ = ["delta_step_cases", "delta_step_mistakes", "check_delta_rule_step"]
+__all__ = ["delta_step_cases", "delta_step_mistakes", "check_delta_rule_step",
+           "hybrid_cases", "hybrid_mistakes", "check_hybrid_bytes"]
 
 _PARTS = ("output", "state")
 
@@ -105,3 +106,72 @@ def check_delta_rule_step(fn: Callable) -> Verdict:
     Returns ``(output, new_state)``: (..., d_v) and (..., d_k, d_v)."""
     return run_cases(fn, delta_step_cases(), "check_delta_rule_step", call=_call,
                      mistakes=delta_step_mistakes())
+
+
+# --- the bytes of a hybrid stack --------------------------------------------------
+
+def _hybrid(n, layer_types, kv_per_token, state_bytes):
+    full = sum(t == "full" for t in layer_types)
+    return full * kv_per_token * n + (len(layer_types) - full) * state_bytes
+
+
+def hybrid_cases() -> list[Case]:
+    """Qwen3-Next's layout and sizes, other ratios, all full, all linear."""
+    qwen = ["linear"] * 3 + ["full"]
+    out = []
+    for label, args in [
+        ("Qwen3-Next: 12 x (3 linear + 1 full), 4,096 tokens",
+         (4096, qwen * 12, 2048, 1_097_728)),
+        ("Qwen3-Next's layout at 1,048,576 tokens", (2**20, qwen * 12, 2048, 1_097_728)),
+        ("one full layer in 2, 8 layers, 1,000 tokens", (1000, ["linear", "full"] * 4,
+                                                          512, 65_536)),
+        ("4 full layers only, 100 tokens", (100, ["full"] * 4, 1024, 4096)),
+        ("3 linear layers only, 50,000 tokens", (50_000, ["linear"] * 3, 1024, 8192)),
+    ]:
+        out.append(Case(label, args, np.int64(_hybrid(*args))))
+    return out
+
+
+def hybrid_mistakes() -> list[Mistake]:
+    def counts(t):
+        full = sum(x == "full" for x in t)
+        return full, len(t) - full
+
+    def grows(n, t, kv, st):
+        f, lin = counts(t)
+        return f * kv * n + lin * st * n
+
+    def no_state(n, t, kv, st):
+        return counts(t)[0] * kv * n
+
+    def every_cache(n, t, kv, st):
+        return len(t) * kv * n + counts(t)[1] * st
+
+    def all_full(n, t, kv, st):
+        return len(t) * kv * n
+
+    def swapped(n, t, kv, st):
+        f, lin = counts(t)
+        return lin * kv * n + f * st
+
+    return [
+        Mistake("the state was multiplied by the context: a linear layer's "
+                "state has a fixed size, whatever n is.", grows),
+        Mistake("the linear layers' states are missing: each keeps its "
+                "state_bytes, even though they do not grow.", no_state),
+        Mistake("every layer got a KV cache: only the full-attention layers "
+                "keep one; a linear layer keeps its state instead.", every_cache),
+        Mistake("every layer was counted as a full layer: that is the dense "
+                "model; count the 'full' entries of layer_types.", all_full),
+        Mistake("full and linear were swapped: the 'full' layers keep the "
+                "cache that grows, the 'linear' ones the fixed state.", swapped),
+    ]
+
+
+def check_hybrid_bytes(fn: Callable) -> Verdict:
+    """Check ``hybrid_bytes(n, layer_types, kv_per_token, state_bytes)``:
+    the bytes a sequence of n tokens keeps in a stack whose layers are
+    "full" (a KV cache of kv_per_token bytes per token) or "linear" (a
+    state of state_bytes, fixed)."""
+    return run_cases(fn, hybrid_cases(), "check_hybrid_bytes", rtol=0, atol=0,
+                     mistakes=hybrid_mistakes())
