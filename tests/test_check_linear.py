@@ -119,3 +119,12 @@ def test_no_two_hybrid_mistakes_agree_on_every_case():
     for i in range(len(results)):
         for j in range(i + 1, len(results)):
             assert results[i] != results[j], (i, j)
+
+
+@pytest.mark.parametrize("answer", [None, "x", np.zeros(3), (np.zeros(2), np.zeros(2)), np.nan],
+                         ids=["None", "str", "wrong shape", "pair", "nan"])
+@pytest.mark.parametrize("checker", ["check_delta_rule_step", "check_hybrid_bytes",
+                                     "check_topk_mask"])
+def test_no_checker_of_part8_crashes_on_a_strange_answer(checker, answer):
+    passed, report = _run(getattr(check, checker), lambda *a, **k: answer)
+    assert not passed and "FAILED" in report
