@@ -29,7 +29,7 @@ _imports = imports(
     globals(), torch="torch", Qwen3NextConfig="transformers:Qwen3NextConfig",
     qn="transformers.models.qwen3_next.modeling_qwen3_next")
 
-CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "22_linear_attention.ipynb"
+CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "22b_hybrid_models.ipynb"
 B, N, H, D_K, D_V = 2, 11, 3, 4, 5
 TOL = 2e-6  # transformers computes in float32
 
