@@ -14,6 +14,8 @@ Part VI: MLA (16)               :mod:`attnbook.check.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.check.fast`
 Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
+Part VIII: sparse (21)          :mod:`attnbook.check.sparse`
+Part VIII: linear (22)          :mod:`attnbook.check.linear`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -31,6 +33,7 @@ from .fast import (check_attention_flops, check_causal_tiles, check_flash_backwa
 from .gqa import check_gqa
 from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
                        check_rolling_attention, check_sliding_window_mask)
+from .linear import check_delta_rule_step, check_hybrid_bytes
 from .learn import (check_attention_backward, check_cross_entropy,
                     check_self_attention_backward)
 from .mla import check_absorbed_scores
@@ -39,6 +42,7 @@ from .qk_norm import check_gated_output, check_qk_norm_queries, check_soft_cap
 from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
 from .sinks import check_attention_with_sinks, check_reach_after_layers
+from .sparse import check_topk_mask
 from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
 from .softmax import (check_attention, check_scores, check_soft_lookup, check_softmax,
@@ -62,6 +66,7 @@ __all__ = [
     # Part VIII
     "check_attention_with_sinks", "check_reach_after_layers",
     "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
+    "check_topk_mask", "check_delta_rule_step", "check_hybrid_bytes",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -100,6 +105,9 @@ ANSWER_KEY = {
     "check_soft_cap": ["soft_cap"],
     "check_qk_norm_queries": [],
     "check_gated_output": ["gated_attention_output"],
+    "check_topk_mask": ["topk_mask"],
+    "check_delta_rule_step": ["delta_rule_step"],
+    "check_hybrid_bytes": [],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

@@ -50,6 +50,7 @@ TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain", "SoftCapBars",
+           "TopKKeep",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
@@ -465,8 +466,48 @@ if anywidget is not None:
             return ([_fixed(x, 2) for x in w] + [_fixed(share, 2)]
                     + [_fixed(share, 3), _fixed(out, 3)])
 
+    class TopKKeep(SliderFigure):
+        """Chapter 21: one query keeps its top k keys by index score (k on
+        a slider): its attention weights over them, its output."""
+        js_file = "topk_keep.js"
+        description = "one query keeping its top k keys, k on a slider"
+        readout_digits = 0
+        index = traitlets.List(traitlets.Float()).tag(sync=True)
+        z = traitlets.List(traitlets.Float()).tag(sync=True)
+        values = traitlets.List(traitlets.Float()).tag(sync=True)
+        labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+        def __init__(self, index, z, values, *, k=None):
+            index, z, values = ([float(x) for x in np.asarray(a, dtype=float)]
+                                for a in (index, z, values))
+            if not (len(index) == len(z) == len(values)) or not z:
+                raise ValueError(f"need one index score, one score and one "
+                                 f"value per key, got {len(index)}, {len(z)} "
+                                 f"and {len(values)}")
+            n = len(z)
+            super().__init__(index=index, z=z, values=values, min=1.0,
+                             labels=[str(i) for i in range(n)], step=1.0,
+                             value=float(n if k is None else k), max=float(n))
+
+        def row(self, k=None):
+            """(weights, output) from the answer key keeping the top k."""
+            k = int(round(self.value if k is None else k))
+            d = len(self.z)
+            # one query whose scores are z: q = z, k = identity * sqrt(d)
+            q = np.array(self.z)[None, :]                    # (1, d)
+            keys = np.eye(d) * np.sqrt(d)                    # (d, d)
+            v = np.array(self.values)[:, None]               # (d, 1)
+            out, w = ref.topk_sparse_attention(
+                q, keys, v, np.array(self.index)[None, :], k)
+            return w[0], float(out[0, 0])
+
+        def numbers(self, control=None):
+            w, out = self.row(control)
+            return [_fixed(x, 2) for x in w] + [_fixed(out, 3)]
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
-               KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars]
+               KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars,
+               TopKKeep]
 
 
 # --- what `make outputs` keeps of the widget state ---

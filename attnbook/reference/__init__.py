@@ -35,6 +35,8 @@ Part VI: MLA (16)               :mod:`attnbook.reference.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.reference.fast`
 Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
+Part VIII: sparse (21)          :mod:`attnbook.reference.sparse`
+Part VIII: linear (22)          :mod:`attnbook.reference.linear`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -46,6 +48,8 @@ from .fast import (attention_state, flash_attention, flash_attention_backward,
                    merge_attention_states, online_softmax_state)
 from .gqa import grouped_query_attention, llama_attention
 from .kv_cache import sliding_window_mask
+from .linear import (chunked_gated_delta_rule, delta_rule_step, gated_delta_rule,
+                     linear_attention)
 from .learn import attention_backward, cross_entropy, self_attention_backward
 from .mla import MLAWeights, mla_attention, mla_latents, mla_queries, rms_norm
 from .multihead import (mask_for_heads, merge_heads, multihead_attention,
@@ -54,6 +58,7 @@ from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
                       split_query_gate)
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
+from .sparse import indexer_scores, topk_mask, topk_sparse_attention
 
 __all__ = [
     # Parts I-III
@@ -72,4 +77,6 @@ __all__ = [
     # Part VIII
     "attention_with_sinks", "reach_after_layers",
     "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
+    "indexer_scores", "topk_mask", "topk_sparse_attention",
+    "linear_attention", "delta_rule_step", "gated_delta_rule", "chunked_gated_delta_rule",
 ]

@@ -1,0 +1,82 @@
+"""The checkers of chapter 21: the answer key passes; every listed wrong
+answer fails with its own hint; no two mistakes give the same result on
+every case."""
+
+import io
+from contextlib import redirect_stdout
+
+import numpy as np
+import pytest
+
+from attnbook import check
+from attnbook import reference as ref
+from attnbook.check import sparse as check_sparse
+
+
+def _run(checker, fn):
+    buf = io.StringIO()
+    with redirect_stdout(buf):
+        verdict = checker(fn)
+    return bool(verdict), buf.getvalue()
+
+
+def test_answer_key_passes():
+    assert _run(check.check_topk_mask, ref.topk_mask)[0]
+
+
+def test_an_argpartition_answer_passes_too():
+    """A correct answer written another way (argpartition, indices scattered
+    into a mask) passes: the cases have no ties."""
+    def topk_mask(scores, top_k, mask=None):
+        s = scores if mask is None else np.where(mask, scores, -np.inf)
+        k = min(top_k, s.shape[-1])
+        idx = np.argpartition(-s, k - 1, axis=-1)[..., :k]
+        keep = np.zeros(s.shape, dtype=bool)
+        np.put_along_axis(keep, idx, True, axis=-1)
+        return keep & np.isfinite(s)
+    assert _run(check.check_topk_mask, topk_mask)[0]
+
+
+# The wrong answers of topk_mask, by the words of their hints.
+TOPK_MISTAKES = {
+    "mask applied after the top-k": "applied after the top-k",
+    "mask ignored": "not applied at all",
+    "hidden keys' scores set to 0, not -inf": "set to 0",
+    "lowest scores kept": "LOWEST",
+    "top_k + 1 keys kept": "one key too many",
+    "top-k over the queries (axis -2)": "down each column",
+}
+
+
+@pytest.mark.parametrize("index", range(len(TOPK_MISTAKES)), ids=list(TOPK_MISTAKES))
+def test_topk_mask_rejects_each_mistake_with_its_hint(index):
+    mistakes = check_sparse.topk_mistakes()
+    assert len(mistakes) == len(TOPK_MISTAKES)
+    passed, report = _run(check.check_topk_mask, mistakes[index].fn)
+    assert not passed
+    flat = " ".join(report.split())
+    assert list(TOPK_MISTAKES.values())[index] in flat, report
+    others = [w for i, w in enumerate(TOPK_MISTAKES.values()) if i != index]
+    assert not any(w in flat for w in others), report
+
+
+def test_no_two_mistakes_agree_on_every_case():
+    cases = check_sparse.topk_cases()
+    results = [[np.asarray(m.fn(*c.args, **c.kwargs)) for c in cases]
+               for m in check_sparse.topk_mistakes()]
+    for i in range(len(results)):
+        for j in range(i + 1, len(results)):
+            assert not all(np.array_equal(a, b) for a, b in zip(results[i], results[j])), (i, j)
+
+
+def test_cases_have_no_ties():
+    for case in check_sparse.topk_cases():
+        rows = case.args[0].reshape(-1, case.args[0].shape[-1])
+        assert all(len(np.unique(r)) == len(r) for r in rows), case.label
+
+
+def test_a_checker_survives_a_function_that_raises():
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+    passed, report = _run(check.check_topk_mask, broken)
+    assert not passed and "boom" in report
