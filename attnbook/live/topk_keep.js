@@ -13,6 +13,7 @@ function topK(index, k) {
 }
 
 function render({ model, el }) {
+  setLanguage(model);
   el.classList.add("attnbook-live");
   const index = model.get("index"), z = model.get("z");
   const values = model.get("values"), labels = model.get("labels");
@@ -24,19 +25,23 @@ function render({ model, el }) {
     const out = dot(w, values);
     fig.replaceChildren(barChart(w, { labels: labels.map((l, j) =>
       (keep[j] ? l : `(${l})`)), digits: 2, ymax: 1.1,
-      xlabel: "key (in brackets: not in the top k, weight 0)",
-      label: `attention weights of one query keeping its top ${pyFixed(k, 0)} ` +
-        `keys by index score: ` + w.map((x) => pyFixed(x, 2)).join(", ") }));
+      xlabel: tr("key (in brackets: not in the top k, weight 0)",
+        "键（括号中的键不在前k个之内，权重为0）"),
+      label: tr(`attention weights of one query keeping its top ${pyFixed(k, 0)} ` +
+        "keys by index score: ", `一个查询按索引分数只保留前${pyFixed(k, 0)}个键时的注意力权重：`) +
+        w.map((x) => pyFixed(x, 2)).join(", ") }));
     const kept = labels.filter((_, j) => keep[j]).join(", ");
     const ranked = index.map((_, j) => j)
       .sort((a, b) => index[b] - index[a] || a - b).map((j) => labels[j]);
     caption.replaceChildren(
-      `the indexer ranks the keys ${ranked.join(", ")}; the top ${pyFixed(k, 0)} ` +
-      `kept: ${kept}; output = weights @ values = `,
+      tr(`the indexer ranks the keys ${ranked.join(", ")}; the top ${pyFixed(k, 0)} ` +
+        `kept: ${kept}; output = weights @ values = `,
+        `索引器给键的排序：${ranked.join(", ")}；保留前${pyFixed(k, 0)}个：${kept}；` +
+        "输出 = 权重 @ 值 = "),
       htmlEl("span", { "data-live-number": "" }, pyFixed(out, 3)),
-      ` (values ${values.join(", ")})`);
+      tr(` (values ${values.join(", ")})`, `（值为${values.join(", ")}）`));
   };
-  return slider(model, el, { label: "keys kept, k", digits: 0 }, redraw);
+  return slider(model, el, { label: tr("keys kept, k", "保留的键数k"), digits: 0 }, redraw);
 }
 
 export default { render };
