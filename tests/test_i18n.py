@@ -199,3 +199,21 @@ def test_glossary_names_are_parsed_from_the_glossary():
     assert terms["causal mask"] == ("因果掩码",)
     assert "KV缓存" in terms["kv cache"] and "键值缓存" in terms["kv cache"]
     assert "reach" not in terms  # an everyday word (rules.ORDINARY_WORDS)
+
+
+def test_chinese_launch_buttons_open_the_chinese_notebooks(tmp_path):
+    """With a repository set (`make repository`), the Chinese book's launch buttons open the
+    notebooks of zh/ (path_to_book), and its download button the Chinese notebook itself."""
+    import yaml
+
+    for name in ("_config.yml", "_toc.yml"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    config = yaml.safe_load((tmp_path / "_config.yml").read_text())
+    config["repository"] = {"url": "https://github.com/o/book", "branch": "v1", "commit": "c" * 40,
+                            "path_to_book": ""}
+    (tmp_path / "_config.yml").write_text(yaml.safe_dump(config))
+    zh = yaml.safe_load(generate.translate_config(tmp_path, {"title": "动手算注意力"}))
+    assert zh["repository"]["path_to_book"] == "zh" and zh["repository"]["url"] == config["repository"]["url"]
+    assert zh["sphinx"]["config"]["language"] == "zh_CN" and zh["title"] == "动手算注意力"
+    unset = yaml.safe_load(generate.translate_config(ROOT, {}))
+    assert not unset["repository"]["url"] and not unset["repository"]["path_to_book"]

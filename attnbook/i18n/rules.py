@@ -204,7 +204,7 @@ def _names(cell: str, *, keep_parenthesis: bool) -> list[str]:
 
 # Glossary entries whose English is also an everyday word used in its everyday sense all over
 # the book ("the keys a query can reach"): their Chinese is not required wherever the word is.
-ORDINARY_WORDS = {"reach"}
+ORDINARY_WORDS = {"reach", "state"}  # "state a claim", the online softmax's state (m, l, o)
 # Phrases in which a term's English is not the term ("the answer key" is no key).
 EVERYDAY_PHRASES = ("answer keys", "answer key", "expected values", "expected value")
 IRREGULAR_PLURALS = (("y", "ies"), ("ix", "ices"), ("ex", "ices"))
@@ -238,34 +238,62 @@ def glossary_terms(root: Path = BOOK_ROOT) -> tuple[Term, ...]:
     return tuple(terms)
 
 
-def uses(term: Term, english: str) -> str | None:
-    """The English name of `term` this English prose uses (whole words, any case), or None."""
+def _normal(english: str) -> str:
+    """The English as the term rule reads it: prose only, lower case, one space, no everyday
+    phrases."""
     text = re.sub(r"\s+", " ", prose(english).lower())
     for phrase in EVERYDAY_PHRASES:
         text = text.replace(phrase, " ")
+    return text
+
+
+@lru_cache(maxsize=None)
+def _patterns(term: Term, root: Path = BOOK_ROOT):
+    """(longer names to take out first, [(name, pattern)]) for one term, compiled once.
+
+    "rotary position embedding" is not a use of "position embedding" nor of "embedding": the
+    longer glossary names that contain one of this term's names are taken out first."""
+    longer = sorted({name for other in glossary_terms(root) if other is not term
+                     for name in other.english
+                     if any(n != name and n in name for n in term.english)}, key=len, reverse=True)
+    strip = re.compile("|".join(map(re.escape, longer))) if longer else None
+    found = []
     for name in term.english:
         forms = [re.escape(name) + (r"(?:e?s)?" if re.search(r"[a-z]$", name) else "")]
         for singular, plural in IRREGULAR_PLURALS:
             if name.endswith(singular):
                 forms.append(re.escape(name[: -len(singular)] + plural))
-        if re.search(rf"(?<![\w-])(?:{'|'.join(forms)})(?![\w-])", text):
-            return name
-    return None
+        found.append((name, re.compile(rf"(?<![\w-])(?:{'|'.join(forms)})(?![\w-])")))
+    return strip, found
+
+
+def _uses_normal(term: Term, text: str, root: Path = BOOK_ROOT) -> str | None:
+    strip, found = _patterns(term, root)
+    if strip is not None:
+        text = strip.sub(" ", text)
+    return next((name for name, pattern in found if pattern.search(text)), None)
+
+
+def uses(term: Term, english: str, root: Path = BOOK_ROOT) -> str | None:
+    """The English name of `term` this English prose uses (whole words, any case, plurals),
+    or None; a longer glossary term that contains it does not count."""
+    return _uses_normal(term, _normal(english), root)
 
 
 def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: dict[str, str],
                   root: Path = BOOK_ROOT) -> list[str]:
     """Glossary terms on one page: each used in Chinese, the first use with its English."""
     out = []
+    units = [u for u in units if u.ctx in zh and u.kind not in ("title", "caption-part")]
+    normal = {u.ctx: _normal(u.text) for u in units}
+    squeezed = {u.ctx: _squeeze(zh[u.ctx]) for u in units}
     for term in glossary_terms(root):
         first = True
         for u in units:
-            if u.ctx not in zh or u.kind in ("title", "caption-part"):
-                continue
-            name = uses(term, _without_longer(term, u.text, root))
+            name = _uses_normal(term, normal[u.ctx], root)
             if name is None or f"glossary: not {name}" in comments.get(u.ctx, ""):
                 continue
-            text = _squeeze(zh[u.ctx])
+            text = squeezed[u.ctx]
             found = [c for c in term.chinese if c.lower() in text.lower()]
             if not found:
                 out.append(f"{u.ctx}: uses {name!r}; the Chinese has none of {list(term.chinese)}")
@@ -278,18 +306,6 @@ def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: di
                     out.append(f"{u.ctx}: first use of {list(term.chinese)[0]} on this page: give the "
                                f"English in brackets, e.g. {term.chinese[0]}（{name}）")
     return out
-
-
-def _without_longer(term: Term, english: str, root: Path) -> str:
-    """The English with every longer glossary term that contains this one's name taken out
-    ("rotary position embedding" is not a use of "position embedding" nor of "embedding")."""
-    for other in glossary_terms(root):
-        if other is term:
-            continue
-        for name in other.english:
-            if any(n != name and n in name for n in term.english):
-                english = re.sub(re.escape(name), " ", english, flags=re.I)
-    return english
 
 
 def _is_heading_only(text: str) -> bool:
