@@ -110,3 +110,19 @@ def test_the_served_font_has_every_chinese_character_of_the_site(site):
     assert path.stat().st_size < 1_500_000, "the font subset grew past 1.5 MB"
     assert (site["html"] / "_static" / "fonts" / path.name).exists()
     assert (site["html"] / "zh" / "_static" / "fonts" / path.name).exists()
+
+
+def test_every_chinese_page_has_the_english_pages_math(site):
+    """The same formulas on both editions of every page (the English tour checks that MathJax
+    typesets them; the Chinese tour stubs MathJax out to stay cheap)."""
+    from collections import Counter
+
+    math = re.compile(r'<(?:span|div) class="math[^"]*">(.*?)</(?:span|div)>', re.S)
+    differ = []
+    for name in _toc_pages():
+        en = Counter(math.findall((site["html"] / f"{name}.html").read_text(encoding="utf-8")))
+        zh = Counter(math.findall((site["html"] / "zh" / f"{name}.html").read_text(encoding="utf-8")))
+        if en != zh:
+            differ.append(f"{name}: only English {list((en - zh).elements())[:2]}, "
+                          f"only Chinese {list((zh - en).elements())[:2]}")
+    assert not differ, "\n".join(differ)
