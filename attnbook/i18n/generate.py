@@ -80,6 +80,11 @@ def translate_config(root: Path, zh: dict[str, str]) -> str:
     sphinx = config.setdefault("sphinx", {}).setdefault("config", {})
     sphinx["language"] = "zh_CN"
     sphinx["attnbook_language"] = "zh"
+    # myst-nb's button over a hidden code cell (the book hides inputs only: {type} is "source")
+    sphinx["nb_code_prompt_show"] = "显示代码"
+    sphinx["nb_code_prompt_hide"] = "隐藏代码"
+    sphinx["togglebutton_hint"] = "点击展开"       # the "Click to show" of a dropdown
+    sphinx["togglebutton_hint_hide"] = "点击收起"
     return f"# {GENERATED_NOTE}\n" + _yaml(config)
 
 
