@@ -1,4 +1,5 @@
-"""Optional packages of the test modules (torch, transformers), written once.
+"""Optional packages of the test modules (torch, transformers), written once; and a chapter
+cell's names (chapter_cell).
 
 A test module that needs them starts with::
 
@@ -43,3 +44,15 @@ def imports(namespace: dict, **names: str):
             namespace[name] = getattr(value, attribute) if attribute else value
 
     return _optional_imports
+
+
+def chapter_cell(chapter, cell_id) -> dict:
+    """The names one code cell of a chapter defines (the cell run alone, by its id): how a
+    test reads the numbers a page states, such as a model's configuration."""
+    import json
+
+    nb = json.loads(chapter.read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c.get("id") == cell_id)
+    namespace = {}
+    exec("".join(cell["source"]), namespace)
+    return namespace

@@ -14,7 +14,6 @@ not scaled) and must then fail. Skipped, with the reason, when torch or
 transformers is missing (`make torch` installs both).
 """
 
-import json
 import warnings
 from pathlib import Path
 
@@ -22,7 +21,7 @@ import numpy as np
 import pytest
 
 from attnbook import reference as ref
-from optional import imports, needs
+from optional import chapter_cell, imports, needs
 
 pytestmark = needs("torch", "transformers")
 _imports = imports(
@@ -184,11 +183,7 @@ def test_answer_key_equals_qwen3_next_gated_deltanet(rule):
 
 
 def _chapter_cell(cell_id):
-    nb = json.loads(CHAPTER.read_text())
-    cell = next(c for c in nb["cells"] if c.get("id") == cell_id)
-    namespace = {}
-    exec("".join(cell["source"]), namespace)
-    return namespace
+    return chapter_cell(CHAPTER, cell_id)
 
 
 def test_chapter_qwen3_next_numbers_are_transformers_defaults():

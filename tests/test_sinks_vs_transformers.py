@@ -10,14 +10,13 @@ and must then fail. Skipped, with the reason, when torch or transformers is
 missing (`make torch` installs both).
 """
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from attnbook import reference as ref
-from optional import imports, needs
+from optional import chapter_cell, imports, needs
 
 pytestmark = needs("torch", "transformers")
 _imports = imports(
@@ -163,11 +162,7 @@ def test_fully_masked_row_has_zero_output_in_gpt_oss_too():
 
 
 def _chapter_cell(cell_id):
-    nb = json.loads(CHAPTER.read_text())
-    cell = next(c for c in nb["cells"] if c.get("id") == cell_id)
-    namespace = {}
-    exec("".join(cell["source"]), namespace)
-    return namespace
+    return chapter_cell(CHAPTER, cell_id)
 
 
 def test_chapter_gpt_oss_numbers_are_transformers_defaults():
