@@ -839,7 +839,7 @@ ZH_COLLECT = """() => ({
   h1: (document.querySelector("article h1") || {}).textContent || "",
   switch: (document.querySelector("a.attnbook-lang-switch") || {}).href || null,
   sections: document.querySelectorAll("article.bd-article section[id]").length,
-  live: Array.from(document.querySelectorAll(".attnbook-live")).map((e) => e.innerText),
+  live: [],
 })"""
 
 
@@ -885,10 +885,12 @@ def _switch_round_trips(browser, base: str, pages: list[str], **options) -> dict
     out = {}
     try:
         for path in pages:
-            page.goto(base + path, wait_until="domcontentloaded")
+            page.goto(base + path, wait_until="commit")
             landed = []
             for _ in range(2):
-                with page.expect_navigation(wait_until="domcontentloaded"):
+                # the link is near the top of the page: click it as soon as it is there
+                page.wait_for_selector("a.attnbook-lang-switch", state="attached")
+                with page.expect_navigation(wait_until="commit"):
                     page.dispatch_event("a.attnbook-lang-switch", "click")  # a reader's click
                 landed.append(page.url[len(base):] if page.url.startswith(base) else page.url)
             out[path] = landed
@@ -901,7 +903,9 @@ def _run_zh(html, browser, base_url):
     started = time.perf_counter()
     # every Chinese page once, MathJax stubbed out (the math of each Chinese page is the
     # English page's, test_site.py checks it, and the English tour checks its typesetting)
-    zh = Recorder(browser, base_url, stub="**/_static/mathjax/**", viewport=DESKTOP)
+    # (the page's own scripts off: what is checked here needs none, and the live figures,
+    # which do, are visited next with them on)
+    zh = Recorder(browser, base_url, viewport=DESKTOP, java_script_enabled=False)
     result = {"base_url": base_url, "pages": {}, "zh": {}}
     for path in zh_pages(html):
         zh.visit("zh/" + path, collect=False)
@@ -910,8 +914,18 @@ def _run_zh(html, browser, base_url):
         data["fonts"] = _fonts(zh.page)
         result["zh"][path] = data
         zh.note_resources()
-    result["zh_record"] = zh.take_record()
     zh.close()
+    live = Recorder(browser, base_url, stub="**/_static/mathjax/**", viewport=DESKTOP)
+    for stem in sorted(live_chapters()):
+        path = f"chapters/{stem}.html"
+        live.visit("zh/" + path, collect=False)
+        live.page.wait_for_function("window.attnbookLiveReady !== undefined", timeout=15000)
+        live.page.evaluate("window.attnbookLiveReady")
+        result["zh"][path]["live"] = live.page.eval_on_selector_all(
+            ".attnbook-live", "els => els.map((e) => e.innerText)")
+        live.note_resources()
+    result["zh_record"] = {k: zh.record()[k] + live.record()[k] for k in zh.record()}
+    live.close()
     rec = light_recorder(browser, base_url)
     rec.take_record()
     # the search, in Chinese

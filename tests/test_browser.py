@@ -432,7 +432,9 @@ def test_every_chinese_page_is_chinese(zh_tour):
 
 def test_chinese_pages_load_nothing_from_another_host(zh_tour):
     record = zh_tour["zh_record"]
-    assert not record["blocked"] and not record["failed"], (record["blocked"][:5], record["failed"][:5])
+    # "csp": a page's script not run because the visit had scripts off, on purpose
+    failed = [f for f in record["failed"] if f[2] != "csp"]
+    assert not record["blocked"] and not failed, (record["blocked"][:5], failed[:5])
     errors = [m for m in record["console"] if m[1] in ("error", "pageerror") and not _allowed(m[2])]
     assert not errors, errors[:5]
 
