@@ -2,9 +2,6 @@
 answer fails with its own hint; no two mistakes give the same numbers on
 every case."""
 
-import io
-from contextlib import redirect_stdout
-
 import numpy as np
 import pytest
 
@@ -12,17 +9,12 @@ from attnbook import check
 from attnbook import reference as ref
 from attnbook.check import sinks as check_sinks
 
-
-def _run(checker, fn):
-    buf = io.StringIO()
-    with redirect_stdout(buf):
-        verdict = checker(fn)
-    return bool(verdict), buf.getvalue()
+from checker_hints import assert_its_hint, run
 
 
 def test_answer_keys_pass():
-    assert _run(check.check_attention_with_sinks, ref.attention_with_sinks)[0]
-    assert _run(check.check_reach_after_layers, ref.reach_after_layers)[0]
+    assert run(check.check_attention_with_sinks, ref.attention_with_sinks)[0]
+    assert run(check.check_reach_after_layers, ref.reach_after_layers)[0]
 
 
 # The wrong answers of attention_with_sinks, by the words of their hints.
@@ -40,14 +32,7 @@ SINK_MISTAKES = {
 
 @pytest.mark.parametrize("index", range(len(SINK_MISTAKES)), ids=list(SINK_MISTAKES))
 def test_attention_with_sinks_rejects_each_mistake_with_its_hint(index):
-    mistakes = check_sinks.attention_with_sinks_mistakes()
-    assert len(mistakes) == len(SINK_MISTAKES)
-    passed, report = _run(check.check_attention_with_sinks, mistakes[index].fn)
-    assert not passed
-    flat = " ".join(report.split())
-    assert list(SINK_MISTAKES.values())[index] in flat, report
-    others = [w for i, w in enumerate(SINK_MISTAKES.values()) if i != index]
-    assert not any(w in flat for w in others), report
+    assert_its_hint(check.check_attention_with_sinks, check_sinks.attention_with_sinks_mistakes(), SINK_MISTAKES, index)
 
 
 REACH_MISTAKES = {
@@ -61,12 +46,7 @@ REACH_MISTAKES = {
 
 @pytest.mark.parametrize("index", range(len(REACH_MISTAKES)), ids=list(REACH_MISTAKES))
 def test_reach_rejects_each_mistake_with_its_hint(index):
-    mistakes = check_sinks.reach_mistakes()
-    assert len(mistakes) == len(REACH_MISTAKES)
-    passed, report = _run(check.check_reach_after_layers, mistakes[index].fn)
-    assert not passed
-    flat = " ".join(report.split())
-    assert list(REACH_MISTAKES.values())[index] in flat, report
+    assert_its_hint(check.check_reach_after_layers, check_sinks.reach_mistakes(), REACH_MISTAKES, index, only=False)
 
 
 def _results(fn, cases):
@@ -107,5 +87,5 @@ def test_no_two_mistakes_agree_on_every_case(cases, mistakes):
 def test_a_checker_survives_a_function_that_raises():
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
-    passed, report = _run(check.check_attention_with_sinks, broken)
+    passed, report = run(check.check_attention_with_sinks, broken)
     assert not passed and "boom" in report
