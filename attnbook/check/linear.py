@@ -129,8 +129,8 @@ def hybrid_cases() -> list[Case]:
     out = []
     for label, args in [
         ("Qwen3-Next: 12 x (3 linear + 1 full), 4,096 tokens",
-         (4096, qwen * 12, 2048, 1_097_728)),
-        ("Qwen3-Next's layout at 1,048,576 tokens", (2**20, qwen * 12, 2048, 1_097_728)),
+         (4096, qwen * 12, 2048, 1_114_112)),
+        ("Qwen3-Next's layout at 1,048,576 tokens", (2**20, qwen * 12, 2048, 1_114_112)),
         ("one full layer in 2, 8 layers, 1,000 tokens", (1000, ["linear", "full"] * 4,
                                                           512, 65_536)),
         ("4 full layers only, 100 tokens", (100, ["full"] * 4, 1024, 4096)),
