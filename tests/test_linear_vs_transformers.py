@@ -215,3 +215,22 @@ def test_conv_cache_keeps_kernel_size_inputs():
     conv = cache.layers[0].conv_states[0]
     assert tuple(conv.shape) == (1, 2 * HK * DK + HV * DV, KERNEL)
     assert KERNEL - 1 != conv.shape[-1]
+
+
+def test_kimi_linear_full_attention_has_no_positional_encoding():
+    """Chapter 22b's fact: Kimi Linear's full-attention layers use no
+    positional encoding (NoPE), unlike Qwen3-Next's (RoPE on a quarter of
+    each head). KimiLinearAttention takes no position embeddings and its
+    module rotates nothing. Catches the page saying every hybrid puts RoPE
+    into its softmax layers."""
+    import inspect
+    from transformers import KimiLinearConfig
+    from transformers.models.kimi_linear import modeling_kimi_linear as kimi
+    assert "position_embeddings" not in inspect.signature(
+        kimi.KimiLinearAttention.forward).parameters
+    source = inspect.getsource(kimi)
+    assert "rotary" not in source.lower() and "apply_rotary" not in source
+    assert "NoPE" in kimi.KimiLinearAttention.__doc__
+    types = KimiLinearConfig().layer_types
+    assert types[4::4] == ["full_attention"] * len(types[4::4])
+    assert Qwen3NextConfig().rope_parameters["partial_rotary_factor"] == 0.25
