@@ -235,6 +235,13 @@ def _compare(expected, got, rtol=1e-6, atol=1e-9, *, want_bool=False, what="the 
     if want_bool and got_arr.dtype != bool:
         vals = set(np.unique(got_arr[np.isfinite(got_arr)]).tolist()) if got_arr.size else set()
         tip = ("add .astype(bool), or build it with dtype=bool")
+        if got_arr.dtype.kind in "iu" and got_arr.shape != exp_arr.shape:
+            # e.g. the indices of the kept keys (np.argsort(...)[..., :k]):
+            # .astype(bool) would not turn them into a mask
+            tip = (f"these look like indices (shape {got_arr.shape}), not a "
+                   f"mask of shape {exp_arr.shape}: start from "
+                   "np.zeros(shape, dtype=bool) and set True at those "
+                   "indices (np.put_along_axis(m, idx, True, axis=-1))")
         if np.isneginf(got_arr).any() and vals <= {0.0}:
             tip = ("this is an additive 0/-inf mask; the book's mask is "
                    "boolean, True = may attend: use mask == 0")

@@ -24,7 +24,9 @@ STEP_MISTAKES = {
     "beta on the value only": "beta multiplied the value only",
     "no correction (plain linear attention)": "nothing was subtracted",
     "output from the old state": "BEFORE this token's update",
+    "output from the decayed, not yet updated state": "read from the decayed state",
     "query not scaled": "the query was not scaled",
+    "output divided by sqrt(d_v)": "divided by sqrt(d_v)",
 }
 
 

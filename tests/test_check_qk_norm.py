@@ -81,10 +81,53 @@ QK_WRONG = {
 }
 
 
+# Mistakes in the norm's arithmetic. The epsilon ones change queries of order
+# 1 by less than 1e-6; the checker's tiny-input case (a mean square near eps)
+# is where they show, by a third of the values (issue 33).
+def _norm_eps(t, g, eps_where):
+    ms = np.mean(t ** 2, axis=-1, keepdims=True)
+    return t / {"none": np.sqrt(ms), "outside": np.sqrt(ms) + 1e-6,
+                "1e-5": np.sqrt(ms + 1e-5)}[eps_where] * g
+
+
+QK_EPS_WRONG = {
+    "eps left out": (lambda x, w, g, h, p: _rope(_norm_eps(_heads(x @ w, h), g, "none"), p),
+                     "eps is missing"),
+    "eps outside the root": (lambda x, w, g, h, p: _rope(_norm_eps(_heads(x @ w, h), g,
+                                                                   "outside"), p),
+                             "outside the square root"),
+    "eps = 1e-5": (lambda x, w, g, h, p: _rope(_norm_eps(_heads(x @ w, h), g, "1e-5"), p),
+                   "eps = 1e-5"),
+    "L2 norm, not RMS": (lambda x, w, g, h, p: _rope(_heads(x @ w, h) / np.linalg.norm(
+        _heads(x @ w, h), axis=-1, keepdims=True) * g, p), "an L2 norm"),
+    "LayerNorm (mean subtracted)": (
+        lambda x, w, g, h, p: _rope(_norm(_heads(x @ w, h) - _heads(x @ w, h).mean(
+            -1, keepdims=True), g), p), "that is LayerNorm"),
+}
+
+
 def test_qk_norm_right(capsys):
     assert check.check_qk_norm_queries(qk_right)
     assert check.check_qk_norm_queries(qk_right_loop)
-    assert "all 3 cases passed" in capsys.readouterr().out
+    assert "all 4 cases passed" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", list(QK_EPS_WRONG))
+def test_qk_norm_eps_and_norm_mistakes_are_named(name, capsys):
+    fn, hint = QK_EPS_WRONG[name]
+    assert not check.check_qk_norm_queries(fn)
+    out = " ".join(capsys.readouterr().out.split())
+    assert "hint:" in out and hint in out, out
+    assert out.count("hint:") == 1, out
+
+
+def test_the_eps_mistake_is_visible_where_it_fails():
+    """On the tiny-input case a learner sees the difference in the printed
+    arrays (4 decimals), not only a tolerance verdict."""
+    from attnbook.check import qk_norm as part
+    case = part.qk_norm_queries_cases()[-1]
+    wrong = QK_EPS_WRONG["eps left out"][0](*case.args)
+    assert np.abs(wrong - case.expected).max() > 0.1
 
 
 @pytest.mark.parametrize("name", list(QK_WRONG))

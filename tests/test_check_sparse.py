@@ -33,7 +33,9 @@ def test_an_argpartition_answer_passes_too():
 TOPK_MISTAKES = {
     "mask applied after the top-k": "applied after the top-k",
     "mask ignored": "not applied at all",
-    "hidden keys' scores set to 0, not -inf": "set to 0",
+    "hidden keys' scores set to 0, not -inf": "set to 0, which",
+    "hidden keys set to 0 before the top-k, then & mask": "set to 0, not -inf, before",
+    "hidden keys ranked but not dropped (no np.isfinite)": "kept hidden keys too",
     "lowest scores kept": "LOWEST",
     "top_k + 1 keys kept": "one key too many",
     "top-k over the queries (axis -2)": "down each column",
@@ -43,6 +45,18 @@ TOPK_MISTAKES = {
 @pytest.mark.parametrize("index", range(len(TOPK_MISTAKES)), ids=list(TOPK_MISTAKES))
 def test_topk_mask_rejects_each_mistake_with_its_hint(index):
     assert_its_hint(check.check_topk_mask, check_sparse.topk_mistakes(), TOPK_MISTAKES, index)
+
+
+def test_returned_indices_get_a_hint_that_fixes_them():
+    """Indices of the kept keys (not a mask): .astype(bool) would not fix
+    them, so the report must not say only that (issue 33)."""
+    def indices(scores, top_k, mask=None):
+        s = scores if mask is None else np.where(mask, scores, -np.inf)
+        return np.argsort(-s, axis=-1)[..., :top_k]
+    passed, report = run(check.check_topk_mask, indices)
+    flat = " ".join(report.split())
+    assert not passed and "these look like indices" in flat, report
+    assert "put_along_axis" in flat, report
 
 
 def test_no_two_mistakes_agree_on_every_case():

@@ -198,3 +198,39 @@ def test_chapter_qwen3_next_numbers_are_transformers_defaults():
             assert types.count("full_attention") == len(types) // value
         else:
             assert getattr(cfg, key) == value, key
+
+
+def test_conv_cache_keeps_kernel_size_inputs():
+    """Chapter 22b counts the convolution's buffer as transformers keeps it:
+    linear_conv_kernel_dim inputs per q, k, v channel (cache_utils'
+    LinearAttentionLayer), not the kernel - 1 a convolution strictly needs.
+    Catches the page counting 3 inputs for a kernel of 4."""
+    from transformers import DynamicCache
+    cfg, layer = _layer()
+    cache = DynamicCache(config=cfg)
+    x = torch.tensor(np.random.default_rng(4).normal(size=(1, NT, HID)))
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")
+        layer(x, cache_params=cache)
+    conv = cache.layers[0].conv_states[0]
+    assert tuple(conv.shape) == (1, 2 * HK * DK + HV * DV, KERNEL)
+    assert KERNEL - 1 != conv.shape[-1]
+
+
+def test_kimi_linear_full_attention_has_no_positional_encoding():
+    """Chapter 22b's fact: Kimi Linear's full-attention layers use no
+    positional encoding (NoPE), unlike Qwen3-Next's (RoPE on a quarter of
+    each head). KimiLinearAttention takes no position embeddings and its
+    module rotates nothing. Catches the page saying every hybrid puts RoPE
+    into its softmax layers."""
+    import inspect
+    from transformers import KimiLinearConfig
+    from transformers.models.kimi_linear import modeling_kimi_linear as kimi
+    assert "position_embeddings" not in inspect.signature(
+        kimi.KimiLinearAttention.forward).parameters
+    source = inspect.getsource(kimi)
+    assert "rotary" not in source.lower() and "apply_rotary" not in source
+    assert "NoPE" in kimi.KimiLinearAttention.__doc__
+    types = KimiLinearConfig().layer_types
+    assert types[4::4] == ["full_attention"] * len(types[4::4])
+    assert Qwen3NextConfig().rope_parameters["partial_rotary_factor"] == 0.25

@@ -17,7 +17,7 @@ def _weights(d, h_q, h_kv, hd):
             "w_o": RNG.normal(size=(h_q * hd, d))}
 
 
-def _by_hand(x, w, h_q, h_kv, base=10000.0, b=None):
+def _by_hand(x, w, h_q, h_kv, base=10000.0, b=None, interleaved=False):
     """One head at a time, KV head h // group, with loops."""
     n, d = x.shape
     hd = w["w_q"].shape[1] // h_q
@@ -28,8 +28,10 @@ def _by_hand(x, w, h_q, h_kv, base=10000.0, b=None):
     heads = []
     for h in range(h_q):
         g = h // (h_q // h_kv)
-        qh = ref.rope(q[:, h * hd:(h + 1) * hd], np.arange(n), base=base)
-        kh = ref.rope(k[:, g * hd:(g + 1) * hd], np.arange(n), base=base)
+        qh = ref.rope(q[:, h * hd:(h + 1) * hd], np.arange(n), base=base,
+                      interleaved=interleaved)
+        kh = ref.rope(k[:, g * hd:(g + 1) * hd], np.arange(n), base=base,
+                      interleaved=interleaved)
         vh = v[:, g * hd:(g + 1) * hd]
         heads.append(ref.scaled_dot_product_attention(
             qh, kh, vh, ref.causal_mask(n))[0])
@@ -49,6 +51,24 @@ def test_equals_the_layer_by_hand(h_q, h_kv):
                                 **w, **b)
     np.testing.assert_allclose(out_b, _by_hand(x, w, h_q, h_kv, 500.0, b),
                                rtol=1e-10, atol=1e-10)
+
+
+def test_interleaved_rotates_queries_and_keys_alike():
+    """Catches the mutation of issue 33 that survived: llama_attention(
+    interleaved=True) applying the other pairing (split halves) to the keys
+    than to the queries (or the reverse). The layer must equal the one
+    written out with interleaved RoPE on both, and stay relative in
+    position, which a query/key pairing mismatch breaks."""
+    w = _weights(12, 4, 2, 4)
+    x = RNG.normal(size=(6, 12))
+    out = ref.llama_attention(x, n_heads=4, n_kv_heads=2, interleaved=True, **w)
+    np.testing.assert_allclose(out, _by_hand(x, w, 4, 2, interleaved=True),
+                               rtol=1e-10, atol=1e-10)
+    shifted = ref.llama_attention(x, n_heads=4, n_kv_heads=2, interleaved=True,
+                                  positions=np.arange(100, 106), **w)
+    np.testing.assert_allclose(shifted, out, rtol=1e-9, atol=1e-9)
+    split = ref.llama_attention(x, n_heads=4, n_kv_heads=2, **w)
+    assert np.abs(split - out).max() > 1e-3   # the pairing matters here
 
 
 def test_batch_equals_items_one_by_one():

@@ -183,3 +183,26 @@ def test_configurations_cited_in_chapter_20():
     g2 = Gemma2Config()
     assert (g2.attn_logit_softcapping, g2.final_logit_softcapping) == (50.0, 30.0)
     assert Gemma3TextConfig().attn_logit_softcapping is None
+
+
+@pytest.mark.parametrize("kind", ["qwen3", "qwen3_next"])
+def test_rms_norm_epsilon_against_transformers(kind):
+    """ref.rms_norm's eps pinned against transformers' own RMSNorm (issue 33:
+    only an in-house loop test pinned it, and inputs of order 1 hide it at
+    float32 precision). Inputs of order 1e-3 have a mean square near eps =
+    1e-6, where eps changes the result by about a third. Catches: eps left
+    out, eps added outside the square root, eps = 1e-5."""
+    attn, _ = _build(kind)
+    norm = attn.q_norm
+    x = 1e-3 * np.random.default_rng(3).normal(size=(2, 3, 5, HD))
+    with torch.no_grad():
+        theirs = norm(torch.tensor(x)).double().numpy()
+    g = norm.weight.detach().numpy()
+    g = 1 + g if kind == "qwen3_next" else g          # Qwen3NextRMSNorm: 1 + w
+    mine = ref.rms_norm(x, g)
+    np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=0)
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    for flip in (x / np.sqrt(ms) * g,                  # eps left out
+                 x / (np.sqrt(ms) + 1e-6) * g,         # eps outside the root
+                 ref.rms_norm(x, g, eps=1e-5)):        # another eps
+        assert np.abs(flip - theirs).max() > 1e-2 * np.abs(theirs).max()

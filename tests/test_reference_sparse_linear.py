@@ -152,3 +152,18 @@ def test_gated_delta_rule_names_bad_shapes(args, words):
         with pytest.raises(ValueError) as err:
             fn(*args)
         assert words in " ".join(str(err.value).split())
+
+
+def test_topk_mask_ties_go_to_the_earlier_key():
+    """The docstring's promise, which no test made a tie for before (issue 33:
+    a mutation breaking ties toward the later key survived). Catches that
+    flip (for example a reversed ascending argsort, or an unstable sort)."""
+    s = np.array([[1.0, 2.0, 2.0, 2.0, 0.5],
+                  [3.0, 3.0, 0.0, 3.0, 3.0]])
+    keep = ref.topk_mask(s, 2)
+    assert keep.tolist() == [[False, True, True, False, False],
+                             [True, True, False, False, False]]
+    causal = ref.causal_mask(5)
+    ties = np.ones((5, 5))                            # every score tied
+    np.testing.assert_array_equal(ref.topk_mask(ties, 2, causal),
+                                  causal & (np.arange(5) < 2))

@@ -174,3 +174,26 @@ def test_chapter_gpt_oss_numbers_are_transformers_defaults():
         if key != "layer_types":
             assert getattr(cfg, key) == value, key
     assert cfg.layer_types == page["layer_types"]
+
+
+@pytest.mark.parametrize("window", [2, 4, 7])
+def test_mistral_window_in_transformers_keeps_w_keys(window):
+    """Chapter 19 says transformers' MistralModel keeps W keys a row, the
+    query's own included (masking_utils.sliding_window_overlay: kv_idx >
+    q_idx - sliding_window), while Mistral's paper counts W + 1 (positions
+    i - W .. i). Catches the flip to the paper's convention: a mask of
+    window + 1 keys must differ."""
+    from transformers import MistralConfig
+    cfg = MistralConfig(hidden_size=D, num_attention_heads=H, num_key_value_heads=H_KV,
+                        head_dim=HS, num_hidden_layers=1, sliding_window=window,
+                        intermediate_size=8)
+    cfg._attn_implementation = "eager"
+    n = window + 5
+    x = torch.zeros(1, n, D, dtype=torch.float64)
+    m = masks.create_sliding_window_causal_mask(
+        config=cfg, inputs_embeds=x, attention_mask=None, past_key_values=None,
+        position_ids=torch.arange(n)[None], allow_is_causal_skip=False)
+    theirs = m[0, 0].numpy() == 0
+    assert theirs.sum(axis=1).max() == window
+    assert np.array_equal(theirs, ref.sliding_window_mask(n, n, window))
+    assert not np.array_equal(theirs, ref.sliding_window_mask(n, n, window + 1))

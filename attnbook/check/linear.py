@@ -55,7 +55,7 @@ def _read(s, x):
 
 
 def _step(state, q, k, v, g, beta, *, forget="before", decay=np.exp,
-          delta="right", read="new", scale=True):
+          delta="right", read="new", scale=True, by="d_k"):
     g = np.asarray(g, float)
     s = decay(g)[..., None, None] * state if forget == "before" else state
     if delta == "right":
@@ -67,8 +67,9 @@ def _step(state, q, k, v, g, beta, *, forget="before", decay=np.exp,
     new = s + k[..., :, None] * d[..., None, :]
     if forget == "after":
         new = decay(g)[..., None, None] * new
-    o = _read(new if read == "new" else state, q)
-    return o / np.sqrt(q.shape[-1]) if scale else o, new
+    o = _read({"new": new, "old": state, "decayed": s}[read], q)
+    width = q.shape[-1] if by == "d_k" else v.shape[-1]
+    return o / np.sqrt(width) if scale else o, new
 
 
 def delta_step_mistakes() -> list[Mistake]:
@@ -95,8 +96,15 @@ def delta_step_mistakes() -> list[Mistake]:
                 wrong(delta="no correction")),
         Mistake("the output was read from the state BEFORE this token's "
                 "update: read o = S^T q from the new state.", wrong(read="old")),
+        Mistake("the output was read from the decayed state, before the "
+                "correction was written: read o = S^T q after both steps, "
+                "exp(g) S and then + beta k (v - S^T k)^T.",
+                wrong(read="decayed")),
         Mistake("the query was not scaled: o = S^T q / sqrt(d_k).",
                 wrong(scale=False)),
+        Mistake("the output was divided by sqrt(d_v): the query's scale is "
+                "1 / sqrt(d_k), the width of q and k (q.shape[-1]).",
+                wrong(by="d_v")),
     ]
 
 
@@ -121,8 +129,8 @@ def hybrid_cases() -> list[Case]:
     out = []
     for label, args in [
         ("Qwen3-Next: 12 x (3 linear + 1 full), 4,096 tokens",
-         (4096, qwen * 12, 2048, 1_097_728)),
-        ("Qwen3-Next's layout at 1,048,576 tokens", (2**20, qwen * 12, 2048, 1_097_728)),
+         (4096, qwen * 12, 2048, 1_114_112)),
+        ("Qwen3-Next's layout at 1,048,576 tokens", (2**20, qwen * 12, 2048, 1_114_112)),
         ("one full layer in 2, 8 layers, 1,000 tokens", (1000, ["linear", "full"] * 4,
                                                           512, 65_536)),
         ("4 full layers only, 100 tokens", (100, ["full"] * 4, 1024, 4096)),

@@ -56,17 +56,30 @@ def check_soft_cap(fn: Callable) -> Verdict:
 
 # --- QK-norm on the queries ---------------------------------------------------
 
-def _rms(t, axis=-1):
-    return t / np.sqrt(np.mean(t * t, axis=axis, keepdims=True) + EPS)
+def _rms(t, axis=-1, eps="inside"):
+    ms = np.mean(t * t, axis=axis, keepdims=True)
+    if eps == "left out":
+        return t / np.sqrt(ms)
+    if eps == "outside":
+        return t / (np.sqrt(ms) + EPS)
+    if eps == "1e-5":
+        return t / np.sqrt(ms + 1e-5)
+    if eps == "l2":
+        return t / np.sqrt(np.sum(t * t, axis=axis, keepdims=True))
+    if eps == "layernorm":
+        c = t - t.mean(axis=axis, keepdims=True)
+        return c / np.sqrt(np.mean(c * c, axis=axis, keepdims=True) + EPS)
+    return t / np.sqrt(ms + EPS)
 
 
-def _queries(x, w_q, g, n_heads, positions, order="norm-rope", span="head"):
+def _queries(x, w_q, g, n_heads, positions, order="norm-rope", span="head",
+             eps="inside"):
     q = x @ w_q                                       # (..., N, H * hd)
     if span == "projection":
         q = _rms(q) * np.tile(g, n_heads)
     q = ref.split_heads(q, n_heads)                   # (..., H, N, hd)
     if span == "head" and order != "rope-norm":
-        q = _rms(q) * g
+        q = _rms(q, eps=eps) * g
     elif span == "positions":
         q = _rms(q, axis=-2) * g
     elif span == "no weight":
@@ -81,16 +94,22 @@ def _queries(x, w_q, g, n_heads, positions, order="norm-rope", span="head"):
 
 def qk_norm_queries_cases() -> list[Case]:
     """One sequence; a batch with positions that do not start at 0; four
-    heads. Norm weights far from 1, so that the order norm / RoPE shows."""
+    heads; tiny inputs. Norm weights far from 1, so that the order norm / RoPE
+    shows. In the last case a head's mean square is about 1e-6, as large as
+    eps, so an epsilon left out (or added outside the root) changes the
+    queries by about a third, far beyond the tolerance; with inputs of order
+    1 it would change them by less than 1e-6 and pass unseen."""
     rng = np.random.default_rng(21)
     cases = []
-    for label, lead, n, d, h, hd, start in [
-        ("one sequence: N = 5, D = 8, 2 heads of hd = 4", (), 5, 8, 2, 4, 0),
+    for label, lead, n, d, h, hd, start, size in [
+        ("one sequence: N = 5, D = 8, 2 heads of hd = 4", (), 5, 8, 2, 4, 0, 1.0),
         ("a batch of 2, N = 4, positions 3 .. 6, 2 heads of hd = 6",
-         (2,), 4, 10, 2, 6, 3),
-        ("N = 3, D = 12, 4 heads of hd = 2", (), 3, 12, 4, 2, 0),
+         (2,), 4, 10, 2, 6, 3, 1.0),
+        ("N = 3, D = 12, 4 heads of hd = 2", (), 3, 12, 4, 2, 0, 1.0),
+        ("tiny inputs (x of order 3e-4, a head's mean square near eps = "
+         "1e-6): N = 4, D = 6, 2 heads of hd = 4", (), 4, 6, 2, 4, 0, 3e-4),
     ]:
-        x = rng.normal(size=(*lead, n, d))
+        x = size * rng.normal(size=(*lead, n, d))
         w_q = rng.normal(size=(d, h * hd))
         g = rng.uniform(0.2, 3.0, size=hd)
         pos = np.arange(start, start + n)
@@ -114,6 +133,21 @@ _QK_NORM_MISTAKES = [
     Mistake("the norm's weight is missing: multiply the normalised heads by "
             "q_norm (one weight per entry of a head)",
             lambda *a: _queries(*a, span="no weight")),
+    Mistake("eps is missing: RMSNorm divides by sqrt(mean(q ** 2) + eps), "
+            "eps = 1e-6. Inputs this small have a mean square near eps, and "
+            "there it changes the result (it also keeps a zero vector from "
+            "giving 0 / 0)", lambda *a: _queries(*a, eps="left out")),
+    Mistake("eps was added outside the square root, sqrt(mean(q ** 2)) + eps: "
+            "RMSNorm (Qwen3's, transformers') adds it inside, "
+            "sqrt(mean(q ** 2) + eps)", lambda *a: _queries(*a, eps="outside")),
+    Mistake("eps = 1e-5 (Llama's rms_norm_eps): Qwen3's is 1e-6, as the "
+            "exercise says", lambda *a: _queries(*a, eps="1e-5")),
+    Mistake("each head was divided by its length (an L2 norm), not by its "
+            "root MEAN square: the two differ by sqrt(hd). Use "
+            "sqrt(mean(q ** 2) + eps)", lambda *a: _queries(*a, eps="l2")),
+    Mistake("the mean was subtracted first: that is LayerNorm. RMSNorm only "
+            "divides by the root mean square, q / sqrt(mean(q ** 2) + eps)",
+            lambda *a: _queries(*a, eps="layernorm")),
     Mistake("the queries are not normalised at all (only rotated)",
             lambda *a: _queries(*a, span="none")),
     Mistake("RoPE is missing: rotate the normalised queries by their "
@@ -126,7 +160,7 @@ def check_qk_norm_queries(fn: Callable) -> Verdict:
     ``rope(rms_norm(split_heads(x @ w_q), q_norm), positions)``, shape
     (..., H, N, hd), RMSNorm with eps = 1e-6."""
     return run_cases(fn, qk_norm_queries_cases(), "check_qk_norm_queries",
-                     rtol=1e-6, atol=1e-8, mistakes=_QK_NORM_MISTAKES)
+                     rtol=1e-5, atol=1e-8, mistakes=_QK_NORM_MISTAKES)
 
 
 # --- the output gate ------------------------------------------------------------

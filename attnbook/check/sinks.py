@@ -59,6 +59,8 @@ def _scores(q, k, mask, scale=True):
 def _sink_softmax(s, sinks, max_over="both"):
     sink = np.broadcast_to(sinks[:, None, None], s.shape[:-1] + (1,))
     both = np.concatenate([s, sink], axis=-1)
+    if max_over == "none":
+        return np.exp(both) / np.exp(both).sum(axis=-1, keepdims=True)
     top = (both if max_over == "both" else s).max(axis=-1, keepdims=True)
     e = np.exp(both - top)
     return (e / e.sum(axis=-1, keepdims=True))  # (..., N_k + 1)
@@ -80,6 +82,10 @@ def attention_with_sinks_mistakes() -> list[Mistake]:
     def one_sink(q, k, v, sinks, mask=None):
         return ref.attention_with_sinks(q, k, v, np.full_like(sinks, sinks[0]), mask=mask)
 
+    def mean_sink(q, k, v, sinks, mask=None):
+        return ref.attention_with_sinks(q, k, v, np.full_like(sinks, sinks.mean()),
+                                        mask=mask)
+
     def sinks_reversed(q, k, v, sinks, mask=None):
         return ref.attention_with_sinks(q, k, v, sinks[::-1].copy(), mask=mask)
 
@@ -93,6 +99,15 @@ def attention_with_sinks_mistakes() -> list[Mistake]:
 
     def max_over_keys(q, k, v, sinks, mask=None):
         w = _sink_softmax(_scores(q, k, mask), sinks, max_over="keys")[..., :-1]
+        return w @ v, w
+
+    def no_max(q, k, v, sinks, mask=None):
+        w = _sink_softmax(_scores(q, k, mask), sinks, max_over="none")[..., :-1]
+        return w @ v, w
+
+    def mask_times(q, k, v, sinks, mask=None):
+        s = _scores(q, k, None)
+        w = _sink_softmax(s if mask is None else s * mask, sinks)[..., :-1]
         return w @ v, w
 
     def mask_after(q, k, v, sinks, mask=None):
@@ -112,6 +127,10 @@ def attention_with_sinks_mistakes() -> list[Mistake]:
                 "weights @ v over the real keys only.", added_to_values),
         Mistake("every head used the same sink logit (sinks[0]): the sink is "
                 "per head, sinks[h] for head h, the axis -3 of q.", one_sink),
+        Mistake("every head used one sink logit, the mean of the heads' "
+                "(sinks.mean()): each head has its own, sinks[h] for head h; "
+                "broadcast sinks[:, None, None] against the (..., H, N_q, 1) "
+                "column instead of averaging it away.", mean_sink),
         Mistake("head h got the sink of another head (the sinks are reversed "
                 "along the heads): broadcast sinks as sinks[:, None, None] "
                 "against the (..., H, N_q, 1) column.", sinks_reversed),
@@ -128,6 +147,12 @@ def attention_with_sinks_mistakes() -> list[Mistake]:
         Mistake("the mask was applied after the softmax (weights zeroed): the "
                 "hidden keys still took their share of the denominator. Set "
                 "their scores to -inf before the softmax.", mask_after),
+        Mistake("exp overflowed (inf / inf is nan): subtract the row maximum, "
+                "over the keys and the sink, before np.exp. The weights do "
+                "not change; only the numbers stay finite.", no_max),
+        Mistake("the hidden keys' scores were multiplied by the mask, so they "
+                "became 0, not -inf: a score of 0 still takes weight (e^0 = "
+                "1). Use np.where(mask, scores, -np.inf).", mask_times),
     ]
 
 
@@ -147,8 +172,8 @@ def reach_cases() -> list[Case]:
     """No two mistakes below give the same numbers on every case."""
     out = []
     for label, args in [
-        ("position 10, one sliding layer, window 4", (10, ["sliding"], 4)),
         ("position 20, three sliding layers, window 4", (20, ["sliding"] * 3, 4)),
+        ("position 10, one sliding layer, window 4", (10, ["sliding"], 4)),
         ("position 1000, five sliding layers, window 128 (gpt-oss's)",
          (1000, ["sliding"] * 5, 128)),
         ("position 5, two sliding layers, window 4: the start is nearer than "
@@ -157,15 +182,33 @@ def reach_cases() -> list[Case]:
          (6, ["sliding"] * 3, 1)),
         ("position 1000, a sliding then a full layer, window 128 (gpt-oss's "
          "pattern)", (1000, ["sliding", "full"], 128)),
-        ("position 9, no layers at all", (9, [], 4)),
+        ("position 1000, a full layer then two sliding layers, window 128: "
+         "the sliding layers read outputs that already saw every key",
+         (1000, ["full", "sliding", "sliding"], 128)),
+        ("position 9, no layers at all: the query reaches only itself",
+         (9, [], 4)),
     ]:
         out.append(Case(label, args, np.int64(ref.reach_after_layers(*args))))
     return out
 
 
 def reach_mistakes() -> list[Mistake]:
+    """The first case has several layers, so that a window off by one on
+    every layer and off by one once (on the first layer only) differ; the
+    full-first case catches a rule that looks at the last layer only."""
     def n_sliding(types):
         return sum(t == "sliding" for t in types)
+
+    def sliding_only(p, t, w):
+        return max(0, p - len(t) * (w - 1))
+
+    def distance(p, t, w):
+        # an empty stack gives 0 here as it does for "empty stack -> 0";
+        # the distance mistake fails the first case already, so it is not
+        # offered where the two cannot be told apart
+        if not t:
+            return -1
+        return p - (0 if "full" in t else sliding_only(p, t, w))
 
     return [
         Mistake("one too far back per layer: a window of W keys includes the "
@@ -185,7 +228,26 @@ def reach_mistakes() -> list[Mistake]:
                 max(0, p - min(n_sliding(t), 1) * (w - 1))),
         Mistake("the result is how far back the query reaches, not the "
                 "earliest position: return the position of the earliest key.",
-                lambda p, t, w: p - (0 if "full" in t else max(0, p - len(t) * (w - 1)))),
+                distance),
+        Mistake("one position too far back in all, not one per layer: the "
+                "first layer reaches W positions back and the others W - 1? "
+                "Every sliding layer, the first included, reaches W - 1 "
+                "back, because each window counts the query's own key.",
+                lambda p, t, w: 0 if "full" in t else
+                (max(0, sliding_only(p, t, w) - 1) if t else p)),
+        Mistake("only the last layer was checked for being full: a full layer "
+                "ANYWHERE in the stack reaches position 0. Sliding layers "
+                "after it read outputs that have already seen every key, so "
+                "test 'full' in layer_types.",
+                lambda p, t, w: 0 if t and t[-1] == "full" else sliding_only(p, t, w)),
+        Mistake("an empty stack returned 0: with no layers nothing is mixed, "
+                "so the query reaches only its own key, position itself. "
+                "Return 0 only when a full layer is in the stack.",
+                lambda p, t, w: 0 if "full" in t or not t else sliding_only(p, t, w)),
+        Mistake("the full layer was skipped: only the sliding layers were "
+                "counted. A full (causal) layer is not a step of no reach: it "
+                "sees every earlier key, so with one in the stack the answer "
+                "is 0.", lambda p, t, w: max(0, p - n_sliding(t) * (w - 1))),
     ]
 
 

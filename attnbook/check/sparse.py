@@ -70,6 +70,13 @@ def topk_mistakes() -> list[Mistake]:
     def zero_fill(s, top_k, mask=None):
         return _keep_top(_masked(s, mask, 0.0), top_k)
 
+    def zero_fill_then_mask(s, top_k, mask=None):
+        keep = _keep_top(_masked(s, mask, 0.0), top_k)
+        return keep if mask is None else keep & mask
+
+    def hidden_ranked(s, top_k, mask=None):
+        return _keep_top(_masked(s, mask), top_k)
+
     def smallest(s, top_k, mask=None):
         keep = _keep_top(_masked(s, mask, np.inf), top_k, largest=False)
         return keep if mask is None else keep & mask
@@ -92,6 +99,16 @@ def topk_mistakes() -> list[Mistake]:
         Mistake("hidden keys were kept: their scores were set to 0, which "
                 "beats any negative allowed score. Set them to -inf (and "
                 "keep only allowed keys).", zero_fill),
+        Mistake("some queries kept fewer than top_k keys: the hidden keys' "
+                "scores were set to 0, not -inf, before the top-k, so a hidden "
+                "key beat the negative allowed scores, took a place, and was "
+                "then dropped by & mask. Fill with -inf, then take the top-k.",
+                zero_fill_then_mask),
+        Mistake("a query with fewer allowed keys than top_k kept hidden keys "
+                "too: at -inf they are ranked last, but they still have ranks "
+                "below top_k. Keep a key only if it is allowed AND in the top "
+                "k (np.isfinite(s) & (rank < top_k), or & mask).",
+                hidden_ranked),
         Mistake("the LOWEST scores were kept: sort in descending order "
                 "(np.argsort(-scores)) or take the last top_k of an "
                 "ascending sort.", smallest),
