@@ -510,7 +510,7 @@ if anywidget is not None:
         the tokens left waiting, one layer's compressed cache at ``context``
         tokens in MiB (``head_dim`` numbers per entry, 2 bytes each)."""
         js_file = "compress_rate.js"
-        description = "one channel compressed, the compression rate on a slider"
+        description = "one channel compressed, the rate on a slider"
         readout_digits = 0
         values = traitlets.List(traitlets.Float()).tag(sync=True)
         gates = traitlets.List(traitlets.Float()).tag(sync=True)
