@@ -84,6 +84,10 @@ def compress_mistakes() -> list[Mistake]:
             outs.append((_softmax(zz + bias, -2) * k).sum(axis=-2))
         return stack(outs, 0)
 
+    def bias_after(kv, z, bias, rate):
+        return stack([((_softmax(zz, -2) + b) * k).sum(axis=-2)
+                      for k, zz, b in _windows(kv, z, bias, rate)], 0)
+
     return [
         Mistake("the softmax ran over the channels (axis -1): each channel "
                 "has its own softmax over the window's tokens (axis -2 of a "
@@ -101,6 +105,9 @@ def compress_mistakes() -> list[Mistake]:
         Mistake("the windows overlap (stride 1): window w is tokens w*rate "
                 "to w*rate + rate - 1, reshape to (N // rate, rate, d).",
                 sliding_windows),
+        Mistake("the position bias was added to the weights after the "
+                "softmax: add it to the gate logits, then take the softmax.",
+                bias_after),
     ]
 
 
@@ -143,6 +150,10 @@ def compressed_mask_mistakes() -> list[Mistake]:
         t, w = grid(n, rate)
         return w * rate <= t
 
+    def extra_column(n, rate):
+        t, w = np.arange(n)[:, None], np.arange(-(-n // rate))[None, :]
+        return w < (t + 1) // rate
+
     def transposed(n, rate):
         return ref.compressed_causal_mask(n, rate).T
 
@@ -159,6 +170,8 @@ def compressed_mask_mistakes() -> list[Mistake]:
         Mistake("the window's FIRST token was compared with t: the entry "
                 "pools tokens up to w*rate + rate - 1, which may be in the "
                 "future of t.", window_start),
+        Mistake("one column too many: there are n // rate entries; the "
+                "last incomplete window has no entry yet.", extra_column),
         Mistake("the result is transposed: rows are queries (n), columns "
                 "entries (n // rate).", transposed),
         Mistake("this is the token-level causal mask (n, n): the columns are "

@@ -66,6 +66,9 @@ def kv_source_mistakes() -> list[Mistake]:
     def one_more(types, shared):
         return ref.kv_source_layers(types, min(shared + 1, len(types) - 2))
 
+    def no_source(types, shared):
+        return list(range(len(types) - shared)) + [-1] * shared
+
     return [
         Mistake("every shared layer read the last non-shared layer whatever "
                 "its type: a sliding layer reads a sliding layer's keys and a "
@@ -83,6 +86,8 @@ def kv_source_mistakes() -> list[Mistake]:
                 "layers share, so the first shared layer is L - n.", one_fewer),
         Mistake("one layer too many shared: the first shared layer is L - n, "
                 "not L - n - 1.", one_more),
+        Mistake("a shared layer still reads a layer's keys and values: give "
+                "the index of that layer, not -1.", no_source),
     ]
 
 
@@ -99,7 +104,7 @@ def check_kv_source_layers(fn: Callable) -> Verdict:
 _PARTS = ("k", "v")
 
 
-def _rms(x, scale=None, eps=1e-6):
+def _rms(x, scale=None, eps=1e-6):  # noqa: D401
     y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
     return y if scale is None else y * scale
 
@@ -114,8 +119,11 @@ def k_eq_v_cases() -> list[Case]:
         ("2 heads, 5 tokens, width 16", (2,), 5, 16, 0),
         ("one head, 3 tokens at positions 7, 8, 9, width 8", (), 3, 8, 7),
         ("one head, 6 tokens, width 12 (one pair of 6 turns)", (), 6, 12, 0),
+        ("one head, 3 tokens of tiny size (about 1e-3: RMSNorm's epsilon "
+         "counts)", (), 3, 8, 0),
     ]:
-        raw = np.round(rng.normal(size=lead + (n, d)) * 2.0, 3)
+        size = 1e-3 if "tiny" in label else 2.0
+        raw = np.round(rng.normal(size=lead + (n, d)) * size, 6)
         scale = np.round(rng.uniform(0.3, 2.5, size=d), 3)
         pos = np.arange(start, start + n)
         k = ref.proportional_rope(_rms(raw, scale), pos)
@@ -151,6 +159,14 @@ def k_eq_v_mistakes() -> list[Mistake]:
                 "matters).", lambda r, s, p: (_rms(turn(r, p), s), _rms(r))),
         Mistake("the key's learned scale was left out: k = RoPE(RMSNorm(raw) "
                 "* k_scale).", lambda r, s, p: (turn(_rms(r), p), _rms(r))),
+        Mistake("k and v are swapped: return (k, v), the key first.",
+                lambda r, s, p: (_rms(r), turn(_rms(r, s), p))),
+        Mistake("RoPE turned every pair: a Gemma 4 global layer turns only a "
+                "quarter of them (ref.proportional_rope).",
+                lambda r, s, p: (ref.rope(_rms(r, s), p), _rms(r))),
+        Mistake("RMSNorm's epsilon (1e-6) was left out: it matters for small "
+                "vectors, divide by sqrt(mean(raw**2) + 1e-6).",
+                lambda r, s, p: (turn(_rms(r, s, 0.0), p), _rms(r, eps=0.0))),
     ]
 
 
