@@ -289,7 +289,6 @@ def test_csa_compressor_entries_and_selection(runs):
 
 
 def test_the_chapter_cites_deepseek_v4_config_defaults():
-    pytest.importorskip("nbformat")
     if not CHAPTER.exists():
         pytest.skip("chapter not written")
     cfg = DeepseekV4Config()

@@ -215,6 +215,9 @@ def test_the_chapter_cites_gemma4_text_config_defaults():
     for key, value in page.items():
         if key == "global_head_dim":
             assert cfg.per_layer_config[cfg.layer_types.index("full_attention")].head_dim == value
+        elif key in ("head_dim", "num_key_value_heads"):   # per layer: a sliding layer's
+            layer = cfg.per_layer_config[cfg.layer_types.index("sliding_attention")]
+            assert getattr(layer, key) == value, key
         elif key == "layer_types":
             assert list(cfg.layer_types) == value
         elif key == "rope_parameters":
