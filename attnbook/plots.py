@@ -201,3 +201,41 @@ def lookup_figure(key_labels, scores, weights, values, *, query_label="query", v
 
 
 __all__ += ["lookup_figure"]
+
+
+def kv_sharing_diagram(layer_types, sources, *, ax=None, title=None):
+    """Chapter 19b: one box per layer (blue: sliding, orange: full; hatched:
+    computes no keys or values of its own), and an arrow from each sharing
+    layer down to the layer whose keys and values it reads. Returns the Axes."""
+    import matplotlib.pyplot as plt
+
+    n = len(layer_types)
+    if len(sources) != n:
+        raise ValueError(f"need one source per layer, got {len(sources)} for {n}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(6.0, 0.5 * n + 1), 2.6), layout="constrained")
+    colours = {"sliding_attention": "#0072b2", "full_attention": "#e69f00"}
+    for i, (kind, src) in enumerate(zip(layer_types, sources)):
+        shared = src != i
+        ax.add_patch(plt.Rectangle((i - 0.4, 0), 0.8, 1, facecolor=colours[kind],
+                                   alpha=0.35 if shared else 1.0, hatch="///" if shared else None,
+                                   edgecolor="#333333"))
+        ax.text(i, -0.25, str(i), ha="center", va="top", fontsize=8)
+        if shared:
+            ax.annotate("", xy=(src, 1.0), xytext=(i, 1.0),
+                        arrowprops=dict(arrowstyle="->", color="#333333", lw=1,
+                                        connectionstyle="arc3,rad=0.35"))
+    for kind, label in (("sliding_attention", "sliding"), ("full_attention", "full")):
+        ax.add_patch(plt.Rectangle((0, 0), 0, 0, facecolor=colours[kind], label=label))
+    ax.set_xlim(-0.7, n - 0.3)
+    ax.set_ylim(-0.7, 2.6)
+    ax.axis("off")
+    ax.legend(loc="upper left", frameon=False, ncols=2, fontsize=9)
+    ax.text(n / 2 - 0.5, -0.6, "layer (hatched: reads the layer its arrow points to)",
+            ha="center", va="top", fontsize=9)
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+__all__ += ["kv_sharing_diagram"]

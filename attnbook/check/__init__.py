@@ -16,6 +16,8 @@ Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.check.sparse`
 Part VIII: linear (22)          :mod:`attnbook.check.linear`
+Part VIII: Gemma 4 (19b)        :mod:`attnbook.check.kv_sharing`
+Part VIII: DeepSeek-V4 (21b)    :mod:`attnbook.check.compressed`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -28,12 +30,14 @@ raises on a learner's answer, and returns a Verdict, true on a pass.
 
 from .._kit import seal_checkers as _seal_checkers
 from ..checking import Case, Mistake, Verdict, run_cases
+from .compressed import check_compress_kv, check_compressed_causal_mask
 from .fast import (check_attention_flops, check_causal_tiles, check_flash_backward,
                    check_merge_states)
 from .gqa import check_gqa
 from .kv_cache import (check_cached_attention, check_kv_cache_bytes,
                        check_rolling_attention, check_sliding_window_mask)
 from .linear import check_delta_rule_step, check_hybrid_bytes
+from .kv_sharing import check_k_eq_v_key_value, check_kv_source_layers
 from .learn import (check_attention_backward, check_cross_entropy,
                     check_self_attention_backward)
 from .mla import check_absorbed_scores
@@ -67,6 +71,8 @@ __all__ = [
     "check_attention_with_sinks", "check_reach_after_layers",
     "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
     "check_topk_mask", "check_delta_rule_step", "check_hybrid_bytes",
+    "check_compress_kv", "check_compressed_causal_mask",
+    "check_kv_source_layers", "check_k_eq_v_key_value",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -108,6 +114,10 @@ ANSWER_KEY = {
     "check_topk_mask": ["topk_mask"],
     "check_delta_rule_step": ["delta_rule_step"],
     "check_hybrid_bytes": [],
+    "check_compress_kv": ["compress_kv"],
+    "check_compressed_causal_mask": ["compressed_causal_mask"],
+    "check_kv_source_layers": ["kv_source_layers"],
+    "check_k_eq_v_key_value": [],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

@@ -49,7 +49,7 @@ TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain", "SoftCapBars",
-           "TopKKeep",
+           "TopKKeep", "CompressRate",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
@@ -504,9 +504,52 @@ if anywidget is not None:
             w, out = self.row(control)
             return [_fixed(x, 2) for x in w] + [_fixed(out, 3)]
 
+    class CompressRate(SliderFigure):
+        """Chapter 21b: DeepSeek-V4's compressor on one channel, the rate on a
+        slider: the entries (``ref.compress_kv`` with a zero position bias),
+        the tokens left waiting, one layer's compressed cache at ``context``
+        tokens in MiB (``head_dim`` numbers per entry, 2 bytes each)."""
+        js_file = "compress_rate.js"
+        description = "one channel compressed, the rate on a slider"
+        readout_digits = 0
+        values = traitlets.List(traitlets.Float()).tag(sync=True)
+        gates = traitlets.List(traitlets.Float()).tag(sync=True)
+        head_dim = traitlets.Int().tag(sync=True)
+        context = traitlets.Int().tag(sync=True)
+
+        def __init__(self, values, gates, *, rate=4, max_rate=8, head_dim=512,
+                     context=1_048_576):
+            values, gates = ([float(x) for x in np.asarray(a, dtype=float)]
+                             for a in (values, gates))
+            if len(values) != len(gates) or len(values) < max_rate:
+                raise ValueError(f"need one gate per value and at least max_rate "
+                                 f"tokens, got {len(values)} and {len(gates)}")
+            if any(not 0.0 <= v <= 1.0 for v in values):
+                raise ValueError("the values must lie in [0, 1] (drawn as bars)")
+            super().__init__(values=values, gates=gates, head_dim=int(head_dim),
+                             context=int(context), value=float(rate), min=1.0,
+                             max=float(max_rate), step=1.0)
+
+        def entries(self, rate=None):
+            """The compressed entries at ``rate``, from the answer key."""
+            rate = int(round(self.value if rate is None else rate))
+            kv = np.array(self.values)[:, None]                  # (N, 1)
+            z = np.array(self.gates)[:, None]                    # (N, 1)
+            return ref.compress_kv(kv, z, np.zeros((rate, 1)), rate)[:, 0]
+
+        def cache_mib(self, rate=None):
+            rate = int(round(self.value if rate is None else rate))
+            return self.context // rate * self.head_dim * 2 / 2 ** 20
+
+        def numbers(self, control=None):
+            rate = int(round(self.value if control is None else control))
+            e = self.entries(rate)
+            return ([_fixed(x, 2) for x in e] + [str(len(e)),
+                    str(len(self.values) % rate), _fixed(self.cache_mib(rate), 1)])
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
                KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars,
-               TopKKeep]
+               TopKKeep, CompressRate]
 
 
 # --- the live figures stored in a notebook (their state: state.py) ---

@@ -37,6 +37,8 @@ Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.reference.sparse`
 Part VIII: linear (22)          :mod:`attnbook.reference.linear`
+Part VIII: Gemma 4 (19b)        :mod:`attnbook.reference.kv_sharing`
+Part VIII: DeepSeek-V4 (21b)    :mod:`attnbook.reference.compressed`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -59,6 +61,10 @@ from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
 from .sparse import indexer_scores, topk_mask, topk_sparse_attention
+from .compressed import (compress_kv, compress_kv_overlapping, compressed_causal_mask,
+                         deepseek_v4_attention, grouped_output_projection, rope_tail)
+from .kv_sharing import (gemma4_attention, kv_cache_numbers, kv_source_layers,
+                         proportional_rope)
 
 __all__ = [
     # Parts I-III
@@ -79,4 +85,7 @@ __all__ = [
     "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
     "indexer_scores", "topk_mask", "topk_sparse_attention",
     "linear_attention", "delta_rule_step", "gated_delta_rule", "chunked_gated_delta_rule",
+    "compress_kv", "compress_kv_overlapping", "compressed_causal_mask", "rope_tail",
+    "grouped_output_projection", "deepseek_v4_attention",
+    "proportional_rope", "gemma4_attention", "kv_source_layers", "kv_cache_numbers",
 ]
