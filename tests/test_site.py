@@ -100,16 +100,30 @@ def test_chinese_site_labels_and_search_index(site):
 
 
 def test_the_served_font_has_every_chinese_character_of_the_site(site):
+    """The Chinese web font's slices (make font) hold every Chinese character the site shows,
+    each in the slice whose unicode-range names it, and both editions serve them."""
+    import re
+
     from attnbook.i18n import font
 
-    path = ROOT / font.FONT
-    assert path.exists(), "no Chinese web font: run `make font` (needs fonts-noto-cjk)"
-    missing = font.site_characters(site["html"]) - font.font_characters(path)
+    slices = font.served_slices()
+    sheet = ROOT / font.CSS
+    assert slices and sheet.exists(), "no Chinese web font: run `make font` (needs fonts-noto-cjk)"
+    missing = font.site_characters(site["html"]) - font.served_characters()
     assert not missing, (f"the site uses {len(missing)} Chinese character(s) the served font lacks: "
                          f"{''.join(sorted(missing))[:80]}; run `make font` after `make book`")
-    assert path.stat().st_size < 1_500_000, "the font subset grew past 1.5 MB"
-    assert (site["html"] / "_static" / "fonts" / path.name).exists()
-    assert (site["html"] / "zh" / "_static" / "fonts" / path.name).exists()
+    # each @font-face's unicode-range is exactly what its slice holds
+    faces = re.findall(r'src: url\("([^"]+)"\) format\("woff2"\);\s*font-display: swap;\s*'
+                       r"unicode-range: ([^;]+);", sheet.read_text(encoding="utf-8"))
+    assert [name for name, _ in faces] == [p.name for p in slices], faces
+    for path, (_, ranges) in zip(slices, faces):
+        assert ranges == font.unicode_range("".join(font.font_characters(path) & set(
+            chr(c) for a, b in font.RANGES for c in range(a, b + 1)))), path.name
+    assert slices[0].stat().st_size < 4_000, "the first slice (the English pages' 中文) grew"
+    assert sum(p.stat().st_size for p in slices) < 1_000_000, "the font grew past 1 MB"
+    for where in ("", "zh/"):
+        for name in [p.name for p in slices] + [sheet.name]:
+            assert (site["html"] / where / "_static" / "fonts" / name).exists(), where + name
 
 
 def test_every_chinese_page_has_the_english_pages_math(site):

@@ -227,5 +227,43 @@ def test_chinese_deck_is_chinese_and_numbered_as_the_site(built_site, tmp_path):
     site = [int(n) for n in re.findall(r'caption-number">练习 (\d+) ', page)]
     assert site and [int(n) for n in re.findall(r"练习 (\d+)</p>", deck)] == site, site
     assert "Exercise " not in re.sub(r"<script.*?</script>", "", deck, flags=re.S)
-    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc-subset.woff2").exists()
-    assert 'url("assets/fonts/noto-sans-sc-subset.woff2")' in deck
+    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc.css").exists()
+    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc-01.woff2").exists()
+    assert '<link rel="stylesheet" href="assets/fonts/noto-sans-sc.css">' in deck
+
+
+DECK_PROBES = [".reveal h1", ".reveal h2", ".reveal p", ".reveal li", ".reveal td", ".reveal th",
+               ".reveal summary", ".reveal .attnbook-live", ".reveal .attnbook-live button",
+               ".reveal .attnbook-live-svg text"]
+
+
+def test_chinese_deck_draws_its_chinese_in_the_served_font(tmp_path):
+    """Chapter 06's Chinese deck (its polarity table, its boxes, the mask editor's labels and
+    buttons), opened in chromium: every Chinese character of it, in a copy of each kind of
+    element, is drawn by the book's web font (a custom font), never by a system font; on a
+    machine with no Chinese font, a system font would mean boxes."""
+    site_tour = pytest.importorskip("site_tour")
+    if not Path(site_tour.CHROMIUM).exists():
+        pytest.skip("chromium is not installed: apt-get install chromium (or set CHROMIUM=...)")
+    missing = [f"{p}/{r}" for p, rels in sx.ASSET_FILES.items() for r in rels
+               if not (NODE_MODULES / p / r).exists()]
+    if missing:
+        pytest.skip("node_modules/ lacks the deck's assets: run `make assets` (npm ci)")
+    [path] = sx.export(tmp_path, [ROOT / "zh" / "chapters" / LATER.name])
+    context = site_tour.shared_browser().new_context(viewport={"width": 1280, "height": 720})
+    try:
+        page = context.new_page()
+        page.goto(site_tour.serve(tmp_path) + path.name)
+        page.wait_for_function("window.Reveal && Reveal.isReady()")
+        page.wait_for_function("document.querySelector('[data-live-ready]')")
+        # every slide laid out (reveal.js shows only the slides near the current one)
+        page.add_style_tag(content=".reveal .slides section, .reveal .slides section[hidden] "
+                           "{ display: block !important; visibility: visible !important; }")
+        seen = site_tour.probe_fonts(page, ".reveal .slides", DECK_PROBES)
+    finally:
+        context.close()
+    assert seen["chars"] > 300 and {".reveal td", ".reveal .attnbook-live button",
+                                    ".reveal .attnbook-live-svg text"} <= set(seen["fonts"]), seen
+    bad = {sel: fonts for sel, fonts in seen["fonts"].items()
+           if not fonts or [f for f in fonts if not f[1]]}
+    assert not bad, bad
