@@ -259,6 +259,7 @@ def test_chinese_deck_draws_its_chinese_in_the_served_font(tmp_path):
         # every slide laid out (reveal.js shows only the slides near the current one)
         page.add_style_tag(content=".reveal .slides section, .reveal .slides section[hidden] "
                            "{ display: block !important; visibility: visible !important; }")
+        page.evaluate("() => document.querySelectorAll('details').forEach((d) => { d.open = true; })")
         seen = site_tour.probe_fonts(page, ".reveal .slides", DECK_PROBES)
     finally:
         context.close()
