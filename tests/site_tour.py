@@ -1057,6 +1057,27 @@ def first_visit_weights(html: Path, english, chinese, base: str) -> dict[str, di
     return out
 
 
+def cold_visit(html: Path, page: str) -> dict[str, int]:
+    """One page opened in a new browser context (an empty cache), as a first-time reader
+    opens it, until its math is typeset, its images and fonts are in and the network is
+    idle: {file: gzip bytes} of every file it loaded. The tour's own records are an upper
+    bound (in its one context a page's resource timing can also list fonts that earlier
+    pages had loaded); this is the exact first visit, for pages near the budget."""
+    with chromium(html) as (browser, base):
+        rec = Recorder(browser, base, viewport=DESKTOP)
+        try:
+            rec.page.goto(base + page, wait_until="load")
+            rec.page.wait_for_function("!document.querySelector('.math') || (window.MathJax &&"
+                                       " MathJax.startup && MathJax.startup.promise)")
+            rec.page.evaluate(COLLECT)
+            rec.page.wait_for_load_state("networkidle")
+            rec.where = page
+            rec.note_resources()
+        finally:
+            rec.close()
+    return first_visit_weights(html, rec.fetched, [], base)[page]
+
+
 def merge(parts: dict) -> dict:
     """The four parts' records as one tour: every page, and each record's lists joined."""
     tour = {"pages": {}, "http": {"blocked": [], "failed": [], "console": [], "fetched": []},

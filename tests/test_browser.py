@@ -365,19 +365,27 @@ def weights(site_tour, tour_part, html):
 def test_first_visit_weight(weights, html, record_property):
     """Every page of both editions moves at most WEIGHT_BUDGET (0.9 MB) on a first visit,
     counting every file it loads (its HTML, style sheets, scripts, fonts, MathJax, images)
-    compressed as a static server sends it (gzip, level 6). The table (in the run's report)
-    gives each page's weight and its largest files; a page over budget is named with them."""
-    from site_tour import WEIGHT_BUDGET
+    compressed as a static server sends it (gzip, level 6). The tour's records give an upper
+    bound for each page; a page over budget by them is opened again in a new context, with
+    an empty cache (site_tour.cold_visit), and that count decides. The table (in the run's
+    report) gives each page's weight and its largest files; a page over budget is named with
+    them."""
+    from site_tour import WEIGHT_BUDGET, cold_visit
 
     kb = lambda n: f"{n / 1000:,.0f} kB"  # noqa: E731
     zh = [p for p in weights if p.startswith("zh/")]
     assert len(zh) >= 30 and len(weights) - len(zh) >= 30, sorted(weights)
+    measured = {}
+    for page, files in weights.items():
+        cold = sum(files.values()) > WEIGHT_BUDGET
+        measured[page] = (cold_visit(html, page) if cold else files), cold
     lines, over = [f"{'page':44s} {'files':>5s} {'gzip':>8s}  largest files"], []
-    for page, files in sorted(weights.items(), key=lambda kv: -sum(kv[1].values())):
+    for page, (files, cold) in sorted(measured.items(), key=lambda kv: -sum(kv[1][0].values())):
         total = sum(files.values())
         top = sorted(files.items(), key=lambda kv: -kv[1])[:3]
-        largest = ", ".join(f"{Path(f).name} {kb(n)}" for f, n in top)
-        lines.append(f"{page:44s} {len(files):5d} {kb(total):>8s}  {largest}")
+        largest = ", ".join(f"{Path(f).name[:24]} {kb(n)}" for f, n in top)
+        how = " (new context)" if cold else ""
+        lines.append(f"{page + how:44s} {len(files):5d} {kb(total):>8s}  {largest}")
         if total > WEIGHT_BUDGET:
             over.append(f"{page}: {kb(total)} in {len(files)} files; largest: {largest}")
     lines.append(f"budget per page: {kb(WEIGHT_BUDGET)} gzip on a first visit")
@@ -388,19 +396,20 @@ def test_first_visit_weight(weights, html, record_property):
     assert not over, f"pages over {kb(WEIGHT_BUDGET)} gzip on a first visit:\n" + "\n".join(over)
 
 
-def test_english_pages_fetch_small_slices_of_the_chinese_font(weights):
-    """An English page shows a few Chinese characters (its 中文 link, in a few chapters a
-    source's Chinese title): it fetches the font's first two slices at most (about 6 KB), not
-    the Chinese pages' slices; the glossary and the sources, half Chinese, aside."""
-    from attnbook.i18n.font import BILINGUAL
+@pytest.mark.parametrize("page", ["intro.html", "chapters/01_three_tokens.html",
+                                  "chapters/06_masking.html"])
+def test_english_pages_fetch_small_slices_of_the_chinese_font(page, html):
+    """An English page shows a few Chinese characters (its 中文 link; in a few chapters a
+    source's Chinese title): on a first visit it fetches the font's first two slices at most
+    (about 6 KB), not the Chinese pages' slices."""
+    from site_tour import cold_visit
 
+    files = cold_visit(html, page)
+    fonts = {f for f in files if f.startswith("_static/fonts/")}
     small = {"_static/fonts/noto-sans-sc.css", "_static/fonts/noto-sans-sc-00.woff2",
              "_static/fonts/noto-sans-sc-01.woff2"}
-    for page, files in weights.items():
-        if page.startswith("zh/") or page in BILINGUAL:
-            continue
-        fonts = {f for f in files if f.startswith("_static/fonts/")}
-        assert fonts <= small and sum(files[f] for f in fonts) < 10_000, (page, sorted(fonts))
+    assert "_static/fonts/noto-sans-sc-00.woff2" in fonts and fonts <= small, sorted(fonts)
+    assert sum(files[f] for f in fonts) < 10_000, {f: files[f] for f in fonts}
 
 
 def test_the_tour_blocks_and_records_a_request_to_another_host(tmp_path):
