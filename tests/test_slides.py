@@ -238,9 +238,8 @@ DECK_PROBES = [".reveal h1", ".reveal h2", ".reveal p", ".reveal li", ".reveal t
 
 
 @pytest.fixture(scope="module")
-def zh_deck(tmp_path_factory):
-    """Chapter 06's Chinese deck, exported, served over http and opened in chromium at
-    1280 x 720 (a projector's window), its math typeset; yields (page, base URL)."""
+def zh_deck_file(tmp_path_factory):
+    """Chapter 06's Chinese deck, exported once for the tests below."""
     site_tour = pytest.importorskip("site_tour")
     if not Path(site_tour.CHROMIUM).exists():
         pytest.skip("chromium is not installed: apt-get install chromium (or set CHROMIUM=...)")
@@ -250,11 +249,20 @@ def zh_deck(tmp_path_factory):
         pytest.skip("node_modules/ lacks the deck's assets: run `make assets` (npm ci)")
     out = tmp_path_factory.mktemp("zh-deck")
     [path] = sx.export(out, [ROOT / "zh" / "chapters" / LATER.name])
+    return path
+
+
+@pytest.fixture
+def zh_deck(zh_deck_file):
+    """The deck served over http and opened in chromium at 1280 x 720 (a projector's
+    window), its math typeset and its live figure drawn; yields the page."""
+    import site_tour
+
     context = site_tour.shared_browser().new_context(viewport={"width": 1280, "height": 720})
     context.set_default_timeout(30_000)
     try:
         page = context.new_page()
-        page.goto(site_tour.serve(out) + path.name)
+        page.goto(site_tour.serve(zh_deck_file.parent) + zh_deck_file.name)
         page.wait_for_function("window.Reveal && Reveal.isReady()")
         page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
                                " && document.querySelector('.MathJax_CHTML')")
