@@ -30,14 +30,16 @@
 #                  (a changed paragraph keeps its old Chinese, marked fuzzy) and writes the
 #                  Chinese book zh/ from the English notebooks and the translations; then
 #                  `python -m attnbook.i18n check` lists what to translate (README: Translating)
-#   make font      the Chinese web font _static/fonts/ (a subset of Noto Sans SC: the characters
-#                  the site uses), after translations added characters (`make test` says when)
+#   make font      the Chinese web font _static/fonts/ (Noto Sans SC cut to the characters the
+#                  site uses, in unicode-range slices, and the style sheet naming them), after
+#                  translations added characters (`make test` says when); needs Debian's
+#                  fonts-noto-cjk to run (or NOTO_CJK=/path/to/NotoSansCJK-Regular.ttc)
 #   make clean     remove the built site, slides/, pdf/ and student/; `make distclean` also
 #                  .venv and node_modules/
 #
 # Offline classroom install: `make book WHEELHOUSE=wheelhouse` installs from a
 # folder of wheels made once with `pip download -r requirements.txt -d wheelhouse`.
-# `make slides` and `make pdf` need node_modules/ (`make assets`, once, online; or offline
+# `make slides` needs node_modules/ (`make assets`, once, online; or offline
 # from npm's cache with `make assets NPM_OFFLINE=yes`).
 
 SHELL := /bin/bash
@@ -164,7 +166,7 @@ outputs: $(STAMP)
 
 # Front-end files for the classroom exports, pinned in package-lock.json (npm's registry):
 # reveal.js 4.0.2 (the version nbconvert's template is written for), MathJax 2.7.9,
-# require.js and jQuery for the decks; the Noto Sans SC web font for the PDFs' Chinese.
+# require.js and jQuery for the decks.
 NODE_STAMP := node_modules/.installed
 NPM_OFFLINE ?=
 assets: $(NODE_STAMP)
@@ -182,8 +184,9 @@ slides: $(STAMP) $(NODE_STAMP)
 	@echo "Open slides/<chapter>.slides.html (Chinese: slides/zh/) in a browser (file:// or http): nothing comes from the internet."
 	@echo "Copy the whole slides/ folder (the decks need slides/assets/ and slides/zh/assets/)."
 
-# The PDFs are printed from the built site by Debian's chromium (CHROMIUM=/path to another).
-pdf: book $(NODE_STAMP)
+# The PDFs are printed from the built site by Debian's chromium (CHROMIUM=/path to another),
+# their Chinese in the site's own web font (_static/fonts/): no CJK font need be installed.
+pdf: book
 	rm -rf pdf
 	$(BIN)/python -m attnbook.handouts _build/html pdf
 

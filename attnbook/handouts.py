@@ -13,10 +13,12 @@ Each page's own PDF says "page N of M" at the foot.
 
 The pages are served from the built site on 127.0.0.1 and every request to another host is
 blocked: a page that asked for one would fail the run (so would a failed request, or math
-that MathJax did not typeset). Chinese (the glossary) is set in the Noto Sans SC web font,
-served from node_modules/@fontsource/noto-sans-sc (npm ci, package-lock.json), so no CJK
-font needs to be installed; the PDF embeds the characters it uses. No LaTeX, no browser
-download: Playwright drives the chromium binary (CHROMIUM=/path/to/chromium to choose).
+that MathJax did not typeset). Chinese is set in the site's own web font (Noto Sans SC cut to
+the site's characters, in unicode-range slices: _static/fonts/, attnbook/i18n/font.py), as on
+screen, so no CJK font needs to be installed; before printing, every slice the page's text
+needs is loaded and the page laid out again with it (a table laid out before its font arrived
+would otherwise print its Chinese as nothing), and the PDF embeds the characters it uses. No
+LaTeX, no browser download: Playwright drives the chromium binary (CHROMIUM=/path/to/chromium).
 
     python -m attnbook.handouts SITE_HTML OUTDIR [--pages chapters/06_masking ...]
                                                  [--editions student teacher] [--no-book]
@@ -36,8 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FONT_PACKAGE = ROOT / "node_modules" / "@fontsource" / "noto-sans-sc"
-FONT_PREFIX = "/_attnbook_print_fonts/"
+FONT_FAMILY = "Attnbook Noto Sans SC"  # the site's Chinese font (_static/fonts/noto-sans-sc.css)
 EDITIONS = ("student", "teacher")
 TEACHERS_ONLY = {"instructor_guide"}  # pages left out of the student edition
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
@@ -61,18 +62,7 @@ def pages_in_order(toc=ROOT / "_toc.yml") -> list[str]:
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
-    """The built site, plus the web font's package under FONT_PREFIX."""
-
-    fonts = FONT_PACKAGE
-
-    def translate_path(self, path):
-        clean = path.split("?", 1)[0].split("#", 1)[0]
-        if clean.startswith(FONT_PREFIX):
-            rel = Path(clean[len(FONT_PREFIX):])
-            if ".." in rel.parts:
-                return str(self.fonts / "__missing__")
-            return str(self.fonts / rel)
-        return super().translate_path(path)
+    """The built site."""
 
     def log_message(self, *args):
         pass
@@ -80,25 +70,28 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
 # Runs in the page before printing: the edition, the web font, every image and the math ready.
 PREPARE = r"""
-async ([teacher, fontCss]) => {
+async ([teacher, family]) => {
   document.documentElement.classList.toggle("attnbook-teacher", teacher);
-  if (fontCss) {
-    const link = document.createElement("link");
-    link.rel = "stylesheet"; link.href = fontCss;
-    const loaded = new Promise((ok) => { link.onload = ok; link.onerror = ok; });
-    document.head.appendChild(link);
-    await loaded;
-  }
   // Open every collapsed box ("In the source", and in the teacher's edition the solutions).
   document.querySelectorAll("details").forEach((d) => { d.open = true; });
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) await MathJax.startup.promise;
   if (window.attnbookLiveReady) await window.attnbookLiveReady;
   await Promise.all(Array.from(document.images).map((img) => img.complete ? null :
     new Promise((ok) => { img.onload = ok; img.onerror = ok; })));
-  // The glyphs of CJK text have to be fetched (unicode-range slices) before printing.
-  const cjk = document.body.innerText.match(/[\u3400-\u9fff\uff00-\uffef\u3000-\u303f]+/g) || [];
-  if (cjk.length) await document.fonts.load('16px "Noto Sans SC"', cjk.join(""));
+  // The glyphs of Chinese text are fetched (the font's unicode-range slices) before printing,
+  // every slice the page's text needs (also text the screen hid: the solutions, the printed
+  // title); then the page is laid out again, so that a table measured before its font
+  // arrived is drawn with it.
+  const cjk = (document.body.textContent || "").match(/[\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]+/g) || [];
+  if (cjk.length) {
+    const loaded = await document.fonts.load(`16px "${family}"`, cjk.join(""));
+    if (!loaded.length) throw new Error(`the font ${family} did not load for ${cjk.join("").slice(0, 20)}`);
+  }
   await document.fonts.ready;
+  document.body.style.display = "none";
+  void document.body.offsetHeight;
+  document.body.style.display = "";
+  void document.body.offsetHeight;
   const article = document.querySelector("article") || document.body;
   // The page's title as plain text (math as its TeX, lightly simplified), for the footer and
   // the contents; and typeset in the theme's printed title, which shows the raw TeX.
@@ -156,18 +149,15 @@ FOOTER = """<div style="font-size:8px; width:100%; margin:0 14mm; display:flex;
 class Printer:
     """One chromium, one local server for the site; ``print_page`` writes one PDF."""
 
-    def __init__(self, site: Path, fonts: Path = FONT_PACKAGE, browser=None):
+    def __init__(self, site: Path, browser=None):
         """``browser``: a Playwright chromium already launched with LAUNCH_ARGS (the tests'
         shared one); by default one is launched here and closed with the printer."""
 
         self.site = Path(site).resolve()
-        handler = functools.partial(type("H", (_Handler,), {"fonts": Path(fonts)}),
-                                    directory=str(self.site))
+        handler = functools.partial(_Handler, directory=str(self.site))
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}/"
-        self.font_css = (self.base.rstrip("/") + FONT_PREFIX + "400.css"
-                         if (Path(fonts) / "400.css").exists() else None)
         self._playwright = None
         if browser is None:
             if not Path(CHROMIUM).exists():
@@ -230,7 +220,7 @@ class Printer:
         try:
             page.goto(self.base + name + ".html", wait_until="load")
             page.emulate_media(media="print")
-            info = page.evaluate(PREPARE, [edition == "teacher", self.font_css])
+            info = page.evaluate(PREPARE, [edition == "teacher", FONT_FAMILY])
             for what in info["overflow"]:
                 self.problems.append(f"{name}: wider than the paper, cut at the margin: {what}")
             if info["showSource"]:
@@ -364,20 +354,17 @@ def _link_contents(writer, title_pdf, entries):
         page[NameObject("/Annots")] = keep
 
 
-def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, fonts=FONT_PACKAGE,
-              log=print) -> dict:
+def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, log=print) -> dict:
     """Write the PDFs; returns {path: number of pages}. Raises SystemExit on any problem."""
     from pypdf import PdfReader
 
     site, outdir = Path(site), Path(outdir)
     if not (site / "index.html").exists():
         raise SystemExit(f"No built site in {site}: run `make book` first")
-    if not (Path(fonts) / "400.css").exists():
-        raise SystemExit(f"{fonts} is missing: run `make assets` (npm ci) for the Chinese web font")
     pages = pages or pages_in_order()
     written: dict[Path, int] = {}
     started = time.time()
-    with Printer(site, fonts) as printer:
+    with Printer(site) as printer:
         for edition in editions:
             parts = []
             for name in pages:

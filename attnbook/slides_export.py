@@ -265,24 +265,26 @@ def language(nb) -> str:
     return (nb.get("metadata", {}).get("attnbook", {}) or {}).get("language", "en")
 
 
-# A Chinese deck draws its Chinese in the book's own web font (the subset of Noto Sans SC
-# in _static/fonts/, copied to assets/): a classroom machine may have no Chinese font.
-ZH_HEAD = """<style>
-@font-face { font-family: "Attnbook Noto Sans SC";
-  src: url("assets/fonts/noto-sans-sc-subset.woff2") format("woff2");
-  unicode-range: U+2E80-2FDF, U+3000-303F, U+3100-312F, U+3400-4DBF, U+4E00-9FFF,
-    U+F900-FAFF, U+FE30-FE4F, U+FF00-FFEF; }
-.reveal, .reveal h1, .reveal h2, .reveal h3, .reveal p, .reveal li {
+# Every deck draws its Chinese (a Chinese deck's text, a live figure's labels and buttons, a
+# table, a source's Chinese title in an English deck) in the book's own web font: Noto Sans SC
+# cut to the site's characters, in unicode-range slices (_static/fonts/, attnbook/i18n/font.py),
+# copied to assets/fonts/: a classroom machine may have no Chinese font. The family has Chinese
+# characters only, so Latin text keeps the deck's fonts.
+FONT_HEAD = """<link rel="stylesheet" href="assets/fonts/noto-sans-sc.css">
+<style>
+.reveal, .reveal h1, .reveal h2, .reveal h3, .reveal h4, .reveal p, .reveal li, .reveal td,
+.reveal th, .reveal caption, .reveal summary, .reveal figcaption, .reveal button,
+.reveal .attnbook-live, .reveal .attnbook-live button, .reveal .attnbook-live-svg text {
   font-family: "Attnbook Noto Sans SC", "Source Sans Pro", Helvetica, sans-serif; }
+.reveal pre, .reveal code { font-family: monospace, "Attnbook Noto Sans SC"; }
 </style>
 """
 
 
 def _localise(page: str, lang: str) -> str:
-    if lang != "zh":
-        return page
-    page = re.sub(r"<html lang=\"[^\"]*\"", '<html lang="zh-CN"', page, count=1)
-    return page.replace("</head>", ZH_HEAD + "</head>", 1)
+    if lang == "zh":
+        page = re.sub(r"<html lang=\"[^\"]*\"", '<html lang="zh-CN"', page, count=1)
+    return page.replace("</head>", FONT_HEAD + "</head>", 1)
 
 
 def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False, folder=None):
@@ -337,9 +339,9 @@ def copy_assets(outdir: Path, node_modules: Path) -> int:
                 shutil.copy2(src, dst)
     live = ROOT / "_static" / "live-figures.js"
     shutil.copy2(live, target / "live-figures.js")
-    font = ROOT / "_static" / "fonts" / "noto-sans-sc-subset.woff2"
     (target / "fonts").mkdir(exist_ok=True)
-    shutil.copy2(font, target / "fonts" / font.name)
+    for font in sorted((ROOT / "_static" / "fonts").glob("noto-sans-sc*")):
+        shutil.copy2(font, target / "fonts" / font.name)
     return sum(p.stat().st_size for p in target.rglob("*") if p.is_file())
 
 

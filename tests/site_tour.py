@@ -857,19 +857,58 @@ def zh_pages(html: Path) -> list[str]:
                                                                           "search.html", "genindex.html"))
 
 
-def _fonts(page) -> list:
+def _fonts(page, selector="#attnbook-font-probe") -> list:
     """The fonts chromium drew the font probe with: [[family, custom?, glyphs], ...]."""
     devtools = page.context.new_cdp_session(page)
     try:
         devtools.send("DOM.enable")
         devtools.send("CSS.enable")
         root = devtools.send("DOM.getDocument")["root"]["nodeId"]
-        node = devtools.send("DOM.querySelector", {"nodeId": root,
-                                                   "selector": "#attnbook-font-probe"})["nodeId"]
+        node = devtools.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
         fonts = devtools.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
         return [[f["familyName"], f["isCustomFont"], f["glyphCount"]] for f in fonts]
     finally:
         devtools.detach()
+
+
+# Probes of the Chinese inside a part of the page (a live figure, a deck): for each selector,
+# a copy of the first element it matches (the element alone, with its classes and attributes,
+# so it has the same font: a button, an SVG text, a table cell), placed beside it, holding
+# every Chinese character of the part (`scope`). probe_fonts then asks DevTools which fonts
+# drew each copy.
+CLONE_PROBES = """async ([scope, selectors, family]) => {
+  const part = document.querySelector(scope);
+  if (!part) return {chars: 0, probes: []};
+  const text = part.innerText + [...part.querySelectorAll("svg text")].map((t) => t.textContent).join("");
+  const chars = [...new Set(text.match(/[\\u2e80-\\u9fff\\uf900-\\ufaff\\ufe30-\\ufe4f\\uff00-\\uffef]/g) || [])].join("");
+  const probes = [];
+  selectors.forEach((sel, k) => {
+    const el = part.matches(sel) ? part : part.querySelector(sel);
+    if (!el || !chars) return;
+    const probe = el.cloneNode(false);
+    probe.id = "attnbook-font-probe-" + k;
+    probe.textContent = chars;
+    el.parentNode.insertBefore(probe, el.nextSibling);
+    probes.push([sel, "#" + probe.id]);
+  });
+  if (chars) await document.fonts.load(`16px "${family}"`, chars);
+  await document.fonts.ready;
+  return {chars: chars.length, probes};
+}"""
+
+
+def probe_fonts(page, scope: str, selectors: list[str],
+                family: str = "Attnbook Noto Sans SC") -> dict:
+    """{"chars": how many Chinese characters `scope` shows, "fonts": {selector: the fonts
+    that drew them in a copy of that element}} (see CLONE_PROBES)."""
+    made = page.evaluate(CLONE_PROBES, [scope, selectors, family])
+    fonts = {sel: _fonts(page, probe) for sel, probe in made["probes"]}
+    page.evaluate("() => document.querySelectorAll('[id^=attnbook-font-probe-]')"
+                  ".forEach((e) => e.remove())")
+    return {"chars": made["chars"], "fonts": fonts}
+
+
+LIVE_PROBES = [".attnbook-live", ".attnbook-live button", ".attnbook-live-svg text"]
 
 
 def _switch_round_trips(browser, base: str, pages: list[str], **options) -> dict:
@@ -923,6 +962,8 @@ def _run_zh(html, browser, base_url):
         live.page.evaluate("window.attnbookLiveReady")
         result["zh"][path]["live"] = live.page.eval_on_selector_all(
             ".attnbook-live", "els => els.map((e) => e.innerText)")
+        result["zh"][path]["live_fonts"] = probe_fonts(live.page, ".attnbook-live-host",
+                                                       LIVE_PROBES)
         live.note_resources()
     result["zh_record"] = {k: zh.record()[k] + live.record()[k] for k in zh.record()}
     live.close()
@@ -958,6 +999,83 @@ def _run_zh(html, browser, base_url):
                                                 viewport=PHONE)
     result["seconds"] = time.perf_counter() - started
     return result
+
+
+# --- page weight: what a first visit moves -------------------------------------------
+
+WEIGHT_BUDGET = 900_000  # bytes gzip (level 6) that any page of either edition moves on a first visit
+
+
+@functools.lru_cache(maxsize=None)
+def gzip_size(path: str) -> int:
+    """The file as a static server sends it compressed (gzip, level 6)."""
+    import gzip
+
+    return len(gzip.compress(Path(path).read_bytes(), compresslevel=6))
+
+
+def _local_files(fetched, base: str) -> dict[str, set[str]]:
+    """{page: the site's files it loaded (paths relative to the site, no query)}."""
+    from urllib.parse import unquote, urlsplit
+
+    files: dict[str, set[str]] = {}
+    for where, url in fetched:
+        if url.startswith(base):
+            files.setdefault(where, set()).add(unquote(urlsplit(url).path).lstrip("/"))
+    return files
+
+
+def first_visit_weights(html: Path, english, chinese, base: str) -> dict[str, dict[str, int]]:
+    """Every page's first visit: {page: {file: gzip bytes}}, each file it loads counted once.
+
+    `english`: the light-mode tour's [page, url] records: each page's own resource timing
+    lists every file it loaded, from the cache or not, so the set is the page's first
+    visit. `chinese`: the Chinese tour's, whose pages were visited with their scripts off
+    (the HTML, style sheets, the slices of the Chinese font, images); the files a page's
+    scripts load (the theme's, MathJax and its fonts, live figures) are those of the same
+    English page, which has the same math and figures (test_site.py), taken from zh/.
+    """
+    en, zh = _local_files(english, base), _local_files(chinese, base)
+    pages = {}
+    for page, files in en.items():
+        if page.endswith(".html") and (html / page).is_file():
+            pages[page] = set(files)
+    for page, files in zh.items():
+        twin = en.get(page[len("zh/"):], set())
+        pages[page] = set(files) | {"zh/" + f for f in twin if f.startswith(("_static/", "_images/"))
+                                    and not f.startswith("_static/fonts/")}
+    out = {}
+    for page, files in pages.items():
+        sizes = {}
+        for rel in files:
+            path = html / rel
+            if path.is_dir():
+                path = path / "index.html"
+            if path.is_file():
+                sizes[rel] = gzip_size(str(path))
+        out[page] = sizes
+    return out
+
+
+def cold_visit(html: Path, page: str) -> dict[str, int]:
+    """One page opened in a new browser context (an empty cache), as a first-time reader
+    opens it, until its math is typeset, its images and fonts are in and the network is
+    idle: {file: gzip bytes} of every file it loaded. The tour's own records are an upper
+    bound (in its one context a page's resource timing can also list fonts that earlier
+    pages had loaded); this is the exact first visit, for pages near the budget."""
+    with chromium(html) as (browser, base):
+        rec = Recorder(browser, base, viewport=DESKTOP)
+        try:
+            rec.page.goto(base + page, wait_until="load")
+            rec.page.wait_for_function("!document.querySelector('.math') || (window.MathJax &&"
+                                       " MathJax.startup && MathJax.startup.promise)")
+            rec.page.evaluate(COLLECT)
+            rec.page.wait_for_load_state("networkidle")
+            rec.where = page
+            rec.note_resources()
+        finally:
+            rec.close()
+    return first_visit_weights(html, rec.fetched, [], base)[page]
 
 
 def merge(parts: dict) -> dict:

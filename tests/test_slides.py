@@ -227,5 +227,101 @@ def test_chinese_deck_is_chinese_and_numbered_as_the_site(built_site, tmp_path):
     site = [int(n) for n in re.findall(r'caption-number">练习 (\d+) ', page)]
     assert site and [int(n) for n in re.findall(r"练习 (\d+)</p>", deck)] == site, site
     assert "Exercise " not in re.sub(r"<script.*?</script>", "", deck, flags=re.S)
-    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc-subset.woff2").exists()
-    assert 'url("assets/fonts/noto-sans-sc-subset.woff2")' in deck
+    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc.css").exists()
+    assert (tmp_path / "assets" / "fonts" / "noto-sans-sc-01.woff2").exists()
+    assert '<link rel="stylesheet" href="assets/fonts/noto-sans-sc.css">' in deck
+
+
+DECK_PROBES = [".reveal h1", ".reveal h2", ".reveal p", ".reveal li", ".reveal td", ".reveal th",
+               ".reveal summary", ".reveal .attnbook-live", ".reveal .attnbook-live button",
+               ".reveal .attnbook-live-svg text"]
+
+
+@pytest.fixture(scope="module")
+def zh_deck_file(tmp_path_factory):
+    """Chapter 06's Chinese deck, exported once for the tests below."""
+    site_tour = pytest.importorskip("site_tour")
+    if not Path(site_tour.CHROMIUM).exists():
+        pytest.skip("chromium is not installed: apt-get install chromium (or set CHROMIUM=...)")
+    missing = [f"{p}/{r}" for p, rels in sx.ASSET_FILES.items() for r in rels
+               if not (NODE_MODULES / p / r).exists()]
+    if missing:
+        pytest.skip("node_modules/ lacks the deck's assets: run `make assets` (npm ci)")
+    out = tmp_path_factory.mktemp("zh-deck")
+    [path] = sx.export(out, [ROOT / "zh" / "chapters" / LATER.name])
+    return path
+
+
+@pytest.fixture
+def zh_deck(zh_deck_file):
+    """The deck served over http and opened in chromium at 1280 x 720 (a projector's
+    window), its math typeset and its live figure drawn; yields the page."""
+    import site_tour
+
+    context = site_tour.shared_browser().new_context(viewport={"width": 1280, "height": 720})
+    context.set_default_timeout(30_000)
+    try:
+        page = context.new_page()
+        page.goto(site_tour.serve(zh_deck_file.parent) + zh_deck_file.name)
+        page.wait_for_function("window.Reveal && Reveal.isReady()")
+        page.wait_for_function("window.MathJax && MathJax.Hub && MathJax.Hub.queue.pending === 0"
+                               " && document.querySelector('.MathJax_CHTML')")
+        page.wait_for_function("document.querySelector('[data-live-ready]')")
+        yield page
+    finally:
+        context.close()
+
+
+def test_the_first_slide_scrolls_when_the_deck_opens(zh_deck):
+    """The title slide (taller than a 720 px window in most decks) scrolls as the deck
+    opens, before any other slide has been shown."""
+    seen = zh_deck.evaluate("""() => {
+      const slide = Reveal.getCurrentSlide();
+      const before = slide.scrollTop;
+      slide.scrollTop = 200;
+      return {index: Reveal.getIndices().h, height: slide.scrollHeight,
+              window: document.querySelector(".reveal").clientHeight,
+              overflow: getComputedStyle(slide).overflowY, scrolled: slide.scrollTop - before};
+    }""")
+    assert seen["index"] == 0 and seen["height"] > seen["window"], seen  # it is taller
+    assert seen["overflow"] in ("scroll", "auto") and seen["scrolled"] > 0, seen
+
+
+def test_chinese_deck_draws_its_chinese_in_the_served_font(zh_deck):
+    """Chapter 06's Chinese deck (its polarity table, its boxes, the mask editor's labels and
+    buttons): every Chinese character of it, in a copy of each kind of element, is drawn by
+    the book's web font (a custom font), never by a system font; on a machine with no Chinese
+    font, a system font would mean boxes."""
+    import site_tour
+
+    page = zh_deck
+    # every slide laid out (reveal.js shows only the slides near the current one), boxes open
+    page.add_style_tag(content=".reveal .slides section, .reveal .slides section[hidden] "
+                       "{ display: block !important; visibility: visible !important; }")
+    page.evaluate("() => document.querySelectorAll('details').forEach((d) => { d.open = true; })")
+    seen = site_tour.probe_fonts(page, ".reveal .slides", DECK_PROBES)
+    assert seen["chars"] > 300 and {".reveal td", ".reveal .attnbook-live button",
+                                    ".reveal .attnbook-live-svg text"} <= set(seen["fonts"]), seen
+    bad = {sel: fonts for sel, fonts in seen["fonts"].items()
+           if not fonts or [f for f in fonts if not f[1]]}
+    assert not bad, bad
+
+
+def test_deck_code_and_outputs_keep_their_lines(zh_deck):
+    """No code line or output line of the deck is broken inside a word: each keeps its line
+    (the book's lines go to 79 characters), and such a line fits the slide's width."""
+    page = zh_deck
+    page.add_style_tag(content=".reveal .slides section, .reveal .slides section[hidden] "
+                       "{ display: block !important; visibility: visible !important; }")
+    seen = page.evaluate("""() => [...document.querySelectorAll(
+        '.reveal .jp-OutputArea-output pre, .reveal div.highlight > pre')]
+      .filter((pre) => pre.getClientRects().length)
+      .map((pre) => ({white: getComputedStyle(pre).whiteSpace,
+                      longest: Math.max(...pre.textContent.split("\\n").map((l) => l.length)),
+                      scroll: pre.scrollWidth, width: pre.clientWidth,
+                      line: pre.textContent.split("\\n").reduce((a, b) => b.length > a.length ? b : a)}))""")
+    assert len(seen) > 20, seen
+    wraps = [s for s in seen if s["white"] != "pre"]
+    assert not wraps, wraps[:3]
+    cut = [s for s in seen if s["longest"] <= 79 and s["scroll"] > s["width"] + 1]
+    assert not cut, cut[:3]

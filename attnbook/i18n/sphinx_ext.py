@@ -6,11 +6,34 @@ hreflang>` in its head. The English site is `_build/html/`, the Chinese `_build/
 links are relative, so they work over http and from `file://`. `_static/lang-switch.js` carries
 the reader's section across (the page's n-th section opens the other page's n-th section: the
 two editions have the same sections, cell for cell).
+
+It also keeps a first visit light (every page of both editions at most 0.9 MB gzip; the
+browser tests measure it, tests/test_browser.py::test_first_visit_weight), with one icon
+system instead of the theme's two:
+
+- the theme's ``fontawesome.js`` (1.5 MB: every Font Awesome icon as JavaScript that swaps each
+  ``<i class="fa-...">`` for an SVG) is not loaded; the theme's CSS draws the same icons from
+  its Font Awesome web font, which the page loaded anyway;
+- that web font is cut, in the built site, to the icons the site uses (the ``fa-*`` classes of
+  its pages and scripts, and the icons the theme's CSS names itself): a few KB instead of 150;
+  and the theme's style sheet keeps the rules of those icons only (16 of its 66 KB gzip are
+  the rules of 2,000 icons);
+- Sphinx's search index (and its tools) loads on the search page only, where the search runs
+  (the theme loads it on every page for its search-as-you-type, which is off);
+- MathJax (served by sphinx-mathjax-offline) loads as its components, TeX input, HTML output
+  and the hidden MathML that screen readers read, without the right-click menu that its
+  combined ``tex-chtml.js`` bundles (108 of its 264 KB): the math is typeset as before.
 """
 
 from __future__ import annotations
 
+import re
 from html import escape
+from pathlib import Path
+
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
 
 LABELS = {"en": ("中文", "zh-CN", "阅读本页的中文版"), "zh": ("English", "en", "Read this page in English")}
 
@@ -55,8 +78,134 @@ def _search_words(app, config):
     config.html_search_options = {**(config.html_search_options or {}), "dict": str(path)}
 
 
+# Template edits (template name -> [(regex, replacement)]): each must match once, or the
+# build warns (and -W fails it): a new theme version is then noticed, not silently heavier.
+TEMPLATE_EDITS = {
+    "static/webpack-macros.html": [
+        (r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>', ""),
+    ],
+    "pydata_sphinx_theme/layout.html": [
+        (r"\s*<script src=\"\{\{ pathto\('_static/searchtools\.js', 1\) \| e \}\}\"></script>"
+         r"\s*<script src=\"\{\{ pathto\('_static/language_data\.js', 1\) \| e \}\}\"></script>"
+         r"\s*<script src=\"\{\{ pathto\('searchindex\.js', 1\) \| e \}\}\"></script>", ""),
+    ],
+}
+
+
+def _edit_templates(app):
+    templates = getattr(app.builder, "templates", None)
+    if templates is None or not hasattr(templates, "get_source"):
+        return
+    original = templates.get_source
+
+    def get_source(environment, template):
+        source, filename, uptodate = original(environment, template)
+        name = template.lstrip("!")
+        if filename and name == "layout.html" and "pydata_sphinx_theme" in Path(filename).parts:
+            name = "pydata_sphinx_theme/layout.html"
+        for pattern, replacement in TEMPLATE_EDITS.get(name, []):
+            source, n = re.subn(pattern, replacement, source)
+            if n != 1:
+                logger.warning(f"attnbook: the theme's {name} changed: {pattern[:60]!r} matched "
+                               f"{n} times (attnbook/i18n/sphinx_ext.py, TEMPLATE_EDITS)")
+        return source, filename, uptodate
+
+    templates.get_source = get_source
+
+
+ICON_FONTS = "_static/vendor/fontawesome/webfonts"
+_CLASS_RULE = re.compile(r"([^{}]+)\{([^{}]*)\}")
+_CODEPOINT = re.compile(r'"\\(f[0-9a-f]{3})"')
+_ICON_CLASS = re.compile(r"^\.(fa-[a-z0-9-]+)(?::before)?$")
+
+
+def icon_codepoints(css: str, used: set[str]) -> set[int]:
+    """The Font Awesome code points a site needs: those of the icon classes it uses
+    (``.fa-bars:before{content:"\\f0c9"}``) and every one the CSS names in another rule (a
+    theme's own ``::before`` icons, its --pst-icon-* variables)."""
+    points = set()
+    for selectors, body in _CLASS_RULE.findall(css):
+        codes = {int(c, 16) for c in _CODEPOINT.findall(body)}
+        if not codes:
+            continue
+        names = [_ICON_CLASS.match(s.strip()) for s in selectors.split(",")]
+        if all(names):
+            if any(m[1] in used for m in names):
+                points |= codes
+        else:
+            points |= codes
+    return points
+
+
+def cut_icon_rules(css: str, used: set[str]) -> str:
+    """The style sheet without the rules of icon classes (``.fa-NAME:before``) none of `used`."""
+    def keep(m):
+        names = [_ICON_CLASS.match(s.strip()) for s in m[1].split(",")]
+        if all(names) and _CODEPOINT.search(m[2]) and not any(n[1] in used for n in names):
+            return ""
+        return m[0]
+    return _CLASS_RULE.sub(keep, css)
+
+
+def cut_icon_fonts(html: Path) -> dict[str, int]:
+    """Cut the built site's Font Awesome web fonts to the icons it uses, and the theme's style
+    sheet to their rules; {file: glyphs kept}."""
+    from fontTools import subset
+    from fontTools.ttLib import TTFont
+
+    fonts = html / ICON_FONTS
+    if not fonts.is_dir():
+        return {}
+    used, css = set(), ""
+    for path in html.rglob("*"):
+        if path.suffix in (".html", ".js") and path.is_file() and path.name != "fontawesome.js":
+            used |= set(re.findall(r"\bfa-[a-z0-9-]+", path.read_text(encoding="utf-8", errors="ignore")))
+        elif path.suffix == ".css" and path.is_file():
+            css += path.read_text(encoding="utf-8", errors="ignore") + "\n"
+    points = icon_codepoints(css, used)
+    sheet = html / "_static" / "styles" / "pydata-sphinx-theme.css"
+    if sheet.is_file():
+        sheet.write_text(cut_icon_rules(sheet.read_text(encoding="utf-8"), used), encoding="utf-8")
+    kept = {}
+    for path in sorted(fonts.glob("*.woff2")):
+        font = TTFont(str(path))
+        have = set(font.getBestCmap()) & points
+        options = subset.Options()
+        options.flavor = "woff2"
+        options.layout_features = ["*"]
+        options.name_IDs = ["*"]
+        subsetter = subset.Subsetter(options)
+        subsetter.populate(unicodes=sorted(have))
+        subsetter.subset(font)
+        font.flavor = "woff2"
+        font.save(str(path))
+        kept[path.name] = len(have)
+    return kept
+
+
+def _build_finished(app, exception):
+    if exception is None and app.builder.format == "html":
+        cut_icon_fonts(Path(app.outdir))
+
+
+# MathJax 3 from its components (startup.js is the loader; the rest load from beside it).
+MATHJAX_PATH = "mathjax/startup.js"
+MATHJAX_LOAD = ["input/tex", "output/chtml", "a11y/assistive-mml"]
+
+
+def _mathjax_components(app, config):
+    if str(config.mathjax_path or "").endswith("mathjax/tex-chtml.js"):
+        config.mathjax_path = MATHJAX_PATH
+        mj = dict(config.mathjax3_config or {})
+        mj["loader"] = {**mj.get("loader", {}), "load": MATHJAX_LOAD}
+        config.mathjax3_config = mj
+
+
 def setup(app):
     app.add_config_value("attnbook_language", "en", "html")
     app.connect("config-inited", _search_words)
     app.connect("html-page-context", _page_context)
+    app.connect("builder-inited", _edit_templates)
+    app.connect("config-inited", _mathjax_components, priority=900)
+    app.connect("build-finished", _build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
