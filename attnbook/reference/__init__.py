@@ -37,6 +37,8 @@ Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.reference.sparse`
 Part VIII: linear (22)          :mod:`attnbook.reference.linear`
+Part VIII: differential (20b)   :mod:`attnbook.reference.differential`
+Part VIII: Kimi's KDA (22c)     :mod:`attnbook.reference.kimi`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -59,6 +61,9 @@ from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
 from .sparse import indexer_scores, topk_mask, topk_sparse_attention
+from .differential import (differential_attention, differential_lambda,
+                           differential_lambda_init)
+from .kimi import chunked_kimi_delta_rule, kimi_delta_rule
 
 __all__ = [
     # Parts I-III
@@ -79,4 +84,6 @@ __all__ = [
     "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
     "indexer_scores", "topk_mask", "topk_sparse_attention",
     "linear_attention", "delta_rule_step", "gated_delta_rule", "chunked_gated_delta_rule",
+    "differential_lambda_init", "differential_lambda", "differential_attention",
+    "kimi_delta_rule", "chunked_kimi_delta_rule",
 ]
