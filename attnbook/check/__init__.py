@@ -16,6 +16,8 @@ Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.check.sparse`
 Part VIII: linear (22)          :mod:`attnbook.check.linear`
+Part VIII: differential (20b)   :mod:`attnbook.check.differential`
+Part VIII: Kimi's KDA (22c)     :mod:`attnbook.check.kimi`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -47,6 +49,8 @@ from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
 from .softmax import (check_attention, check_scores, check_soft_lookup, check_softmax,
                       check_temperature_softmax)
+from .differential import check_differential_attention
+from .kimi import check_kimi_delta_step
 
 __all__ = [
     "Case", "Mistake", "Verdict", "run_cases",
@@ -67,6 +71,7 @@ __all__ = [
     "check_attention_with_sinks", "check_reach_after_layers",
     "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
     "check_topk_mask", "check_delta_rule_step", "check_hybrid_bytes",
+    "check_differential_attention", "check_kimi_delta_step",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -108,6 +113,8 @@ ANSWER_KEY = {
     "check_topk_mask": ["topk_mask"],
     "check_delta_rule_step": ["delta_rule_step"],
     "check_hybrid_bytes": [],
+    "check_differential_attention": ["differential_attention"],
+    "check_kimi_delta_step": ["kimi_delta_rule"],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry
