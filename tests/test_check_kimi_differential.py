@@ -26,6 +26,8 @@ def test_kimi_answer_key_passes():
 # The wrong answers of kimi_delta_step, by the words of their hints.
 KIMI_MISTAKES = {
     "one decay per token (per token instead of per channel)": "ONE number per token",
+    "chapter 22's scalar gate broadcast (d_k, d_k, d_v)": "as chapter 22's gate",
+    "one decay per token, the sum of g": "SUM of g",
     "decay on the value axis": "along the VALUE axis",
     "gate after the update": "decayed AFTER the update",
     "no gate": "was not decayed at all",
@@ -34,6 +36,7 @@ KIMI_MISTAKES = {
     "no correction (plain linear attention)": "nothing was subtracted",
     "output from the decayed, not updated state": "before this token's write",
     "query not scaled": "the query was not scaled",
+    "(state, output) returned in the wrong order": "the output first",
 }
 
 
@@ -95,6 +98,9 @@ DIFF_MISTAKES = {
     "no head-wise norm": "no head-wise norm",
     "norm before the subtraction (its placement)": "BEFORE the subtraction",
     "missing (1 - lambda_init)": "(1 - lambda_init) is missing",
+    "times lambda_init instead of 1 - lambda_init": "multiplied by lambda_init itself",
+    "LayerNorm instead of RMSNorm": "subtracted the mean",
+    "norm over the queries axis": "ran over the queries",
     "scaled by sqrt(d_v)": "divided by sqrt(d_v)",
     "not scaled": "were not scaled",
 }
@@ -181,3 +187,28 @@ def test_differential_answer_key_basics():
         ref.differential_attention(q1, k1, q2, k2, v, np.ones(3))
     with pytest.raises(ValueError, match="from 0"):
         ref.differential_lambda_init(-1)
+
+
+def test_differential_rule_names_what_no_mistake_computes():
+    """Scores subtracted and no norm at all (two mistakes at once): the rule
+    points at the norm; the right norm around a wrong map: at the map."""
+    def sm(x):
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    def two_at_once(q1, k1, q2, k2, v, lam, lam_init):
+        d = q1.shape[-1]
+        return sm((q1 @ np.swapaxes(k1, -1, -2) - lam * q2 @ np.swapaxes(k2, -1, -2))
+                  / np.sqrt(d)) @ v
+
+    def softmax_over_queries(q1, k1, q2, k2, v, lam, lam_init):
+        d = q1.shape[-1]
+        s1, s2 = (a @ np.swapaxes(b, -1, -2) / np.sqrt(d) for a, b in ((q1, k1), (q2, k2)))
+        w = sm(s1.swapaxes(-1, -2)).swapaxes(-1, -2) - lam * sm(s2.swapaxes(-1, -2)).swapaxes(-1, -2)
+        o = w @ v
+        return (1 - lam_init) * o / np.sqrt((o * o).mean(-1, keepdims=True) + 1e-5)
+
+    passed, report = run(check.check_differential_attention, two_at_once)
+    assert not passed and "root mean square 1 - lambda_init once" in " ".join(report.split())
+    passed, report = run(check.check_differential_attention, softmax_over_queries)
+    assert not passed and "so the map is wrong" in " ".join(report.split())

@@ -47,23 +47,25 @@ def _rms(x):
     return x / np.sqrt((x * x).mean(-1, keepdims=True) + EPS)
 
 
-def _diff(q1, k1, q2, k2, v, lam, lam_init, *, sign=1, norm="after", factor=True,
-          scale="d", where="weights"):
+def _diff(q1, k1, q2, k2, v, lam, lam_init, *, sign=1, norm="after", factor="1 - init",
+          scale="d", where="weights", axis=-1):
     s = np.sqrt(q1.shape[-1] if scale == "d" else v.shape[-1]) if scale else 1.0
     s1 = q1 @ np.swapaxes(k1, -1, -2) / s
     s2 = q2 @ np.swapaxes(k2, -1, -2) / s
     if where == "scores":                       # one softmax of the difference
         w = _softmax(s1 - sign * lam * s2)
-        o = w @ v
-    elif norm == "before":
-        w = _softmax(s1) - sign * lam * _softmax(s2)
-        o = _rms(_softmax(s1) @ v) - sign * lam * _rms(_softmax(s2) @ v)
     else:
         w = _softmax(s1) - sign * lam * _softmax(s2)
+    if norm == "before":
+        o = _rms(_softmax(s1) @ v) - sign * lam * _rms(_softmax(s2) @ v)
+    else:
         o = w @ v
-        if norm == "after":
-            o = _rms(o)
-    return (1 - lam_init) * o if factor else o, w
+    if norm == "after":
+        o = o / np.sqrt((o * o).mean(axis, keepdims=True) + EPS)
+    elif norm == "layer":                       # mean subtracted too
+        o = (o - o.mean(-1, keepdims=True)) / np.sqrt(o.var(-1, keepdims=True) + EPS)
+    scale_out = {"1 - init": 1 - lam_init, "init": lam_init, "none": 1.0}[factor]
+    return scale_out * o, w
 
 
 def differential_mistakes() -> list[Mistake]:
@@ -84,7 +86,13 @@ def differential_mistakes() -> list[Mistake]:
                 "subtract first, (softmax_1 - lambda softmax_2) V, then apply "
                 "the RMSNorm once.", wrong(norm="before")),
         Mistake("the factor (1 - lambda_init) is missing: DiffLlama multiplies "
-                "the normalised output by it.", wrong(factor=False)),
+                "the normalised output by it.", wrong(factor="none")),
+        Mistake("the output was multiplied by lambda_init itself: the factor "
+                "is 1 - lambda_init.", wrong(factor="init")),
+        Mistake("the norm subtracted the mean (a LayerNorm): RMSNorm only "
+                "divides by sqrt(mean(x**2) + eps).", wrong(norm="layer")),
+        Mistake("the RMSNorm ran over the queries (axis -2): normalise each "
+                "output row over its d_v features, axis -1.", wrong(axis=-2)),
         Mistake("the scores were divided by sqrt(d_v): the scale is "
                 "1/sqrt(d), the width of q1 and k1 (d_v = 2d in DiffLlama).",
                 wrong(scale="d_v")),
@@ -93,10 +101,29 @@ def differential_mistakes() -> list[Mistake]:
     ]
 
 
+def _rms_rule(fn, call, cases, index, rtol, atol, want_bool):
+    """A hint no single wrong answer computes: after the norm and the factor,
+    every output row has root mean square 1 - lambda_init (up to eps)."""
+    case = cases[index]
+    out = np.asarray(call(fn, case)["output"], dtype=float)
+    if out.shape != np.shape(case.expected):
+        return None
+    lam_init = case.args[6]
+    if not np.allclose(np.sqrt((out * out).mean(-1)), 1 - lam_init, atol=1e-3):
+        return ("every output row should have root mean square 1 - lambda_init "
+                "once it is normalised and scaled; yours do not: check the "
+                "RMSNorm (over the last axis, after the subtraction) and the "
+                "factor (1 - lambda_init).")
+    return ("the norm and the factor look right (each row's root mean square "
+            "is 1 - lambda_init), so the map is wrong: check both softmax maps "
+            "(each over the keys, scores divided by sqrt(d)) and the "
+            "subtraction softmax_1 - lam softmax_2.")
+
+
 def check_differential_attention(fn: Callable) -> Verdict:
     """Check ``differential_attention(q1, k1, q2, k2, v, lam, lambda_init)``:
     q1, q2 (..., Nq, d), k1, k2 (..., Nk, d), v (..., Nk, d_v). Returns
     the output (..., Nq, d_v), or (output, weights) with weights the
     differential map softmax_1 - lam softmax_2."""
     return run_cases(fn, differential_cases(), "check_differential_attention",
-                     mistakes=differential_mistakes())
+                     mistakes=differential_mistakes(), rules=[_rms_rule])

@@ -63,6 +63,10 @@ def _step(state, q, k, v, g, beta, *, decay="rows", forget="before", predict="de
     g = np.asarray(g, float)
     if decay == "rows":
         d = exp(g)[..., :, None]                        # channel i scales row i
+    elif decay == "scalar gate":                        # chapter 22's broadcast
+        d = exp(g)[..., None, None]
+    elif decay == "sum":                                # one number: the sum
+        d = exp(g.sum(-1))[..., None, None]
     elif decay == "columns":
         d = exp(g)[..., None, :]                        # broadcast on the value axis
     else:                                               # "token": one number
@@ -90,6 +94,13 @@ def kimi_step_mistakes() -> list[Mistake]:
                 "mean of g, as Gated DeltaNet would): KDA decays key channel i, "
                 "row i of S (d_k, d_v), by exp(g[i]): exp(g)[..., :, None] * S.",
                 wrong(decay="token")),
+        Mistake("g was broadcast as chapter 22's gate, exp(g)[..., None, None]: "
+                "with one g per key channel that makes a state of shape "
+                "(..., d_k, d_k, d_v). Scale row i by exp(g[i]): "
+                "exp(g)[..., :, None] * S.", wrong(decay="scalar gate")),
+        Mistake("the whole state was decayed by a single number per token, "
+                "exp of the SUM of g: KDA keeps the channels apart, row i "
+                "times exp(g[i]).", wrong(decay="sum")),
         Mistake("exp(g) was applied along the VALUE axis (the columns of S): "
                 "g has one entry per KEY channel, so it scales the rows: "
                 "exp(g)[..., :, None] * S, not exp(g)[..., None, :] * S.",
@@ -111,6 +122,9 @@ def kimi_step_mistakes() -> list[Mistake]:
                 "token's write: read o = S^T q from the new state.",
                 wrong(read="decayed")),
         Mistake("the query was not scaled: o = S^T q / sqrt(d_k).", wrong(scale=False)),
+        Mistake("the result came back as (new_state, output): return "
+                "(output, new_state), the output first.",
+                lambda *args: _step(*args)[::-1]),
     ]
 
 
