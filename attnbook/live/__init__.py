@@ -518,7 +518,7 @@ if anywidget is not None:
             g = [float(x) for x in np.asarray(g, dtype=float)]
             if not g or max(g) > 0:
                 raise ValueError(f"need log-decays g <= 0, one per channel, got {g}")
-            super().__init__(g=g, labels=[f"{i} ({x:g})" for i, x in enumerate(g)],
+            super().__init__(g=g, labels=[f"{x:g}" for x in g],
                              value=float(t), min=0.0, max=float(t_max), step=1.0)
 
         def kept(self, t=None):

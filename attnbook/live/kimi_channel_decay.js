@@ -19,8 +19,8 @@ function render({ model, el }) {
       g.forEach((gi, i) => { kept[i] *= Math.exp(gi); });
       one *= Math.exp(gMean);
     }
-    fig.replaceChildren(barChart(kept, { labels, digits: 2, ymax: 1.1,
-      xlabel: tr("key channel i (its g_i)", "键通道 i（及其 g_i）"),
+    fig.replaceChildren(barChart(kept, { labels, digits: 2, ymax: 1.1, bar: 56,
+      xlabel: tr("key channels 0 to 4, labelled by their g", "键通道 0 到 4，标注为各自的 g"),
       label: tr(`share of a write still held by each key channel after ${t} ` +
         "tokens: ", `写入 ${t} 个词元之后，各键通道仍保留的份额：`) +
         kept.map((x) => pyFixed(x, 2)).join(", ") }));
