@@ -18,6 +18,8 @@ Part VIII: sparse (21)          :mod:`attnbook.check.sparse`
 Part VIII: linear (22)          :mod:`attnbook.check.linear`
 Part VIII: Gemma 4 (19b)        :mod:`attnbook.check.kv_sharing`
 Part VIII: DeepSeek-V4 (21b)    :mod:`attnbook.check.compressed`
+Part VIII: differential (20b)   :mod:`attnbook.check.differential`
+Part VIII: Kimi's KDA (22c)     :mod:`attnbook.check.kimi`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -51,6 +53,8 @@ from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
 from .softmax import (check_attention, check_scores, check_soft_lookup, check_softmax,
                       check_temperature_softmax)
+from .differential import check_differential_attention
+from .kimi import check_kimi_delta_step
 
 __all__ = [
     "Case", "Mistake", "Verdict", "run_cases",
@@ -73,6 +77,7 @@ __all__ = [
     "check_topk_mask", "check_delta_rule_step", "check_hybrid_bytes",
     "check_compress_kv", "check_compressed_causal_mask",
     "check_kv_source_layers", "check_k_eq_v_key_value",
+    "check_differential_attention", "check_kimi_delta_step",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -118,6 +123,8 @@ ANSWER_KEY = {
     "check_compressed_causal_mask": ["compressed_causal_mask"],
     "check_kv_source_layers": ["kv_source_layers"],
     "check_k_eq_v_key_value": [],
+    "check_differential_attention": ["differential_attention"],
+    "check_kimi_delta_step": ["kimi_delta_rule"],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

@@ -49,7 +49,7 @@ TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain", "SoftCapBars",
-           "TopKKeep", "CompressRate",
+           "TopKKeep", "CompressRate", "KimiChannelDecay",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
@@ -547,9 +547,45 @@ if anywidget is not None:
             return ([_fixed(x, 2) for x in e] + [str(len(e)),
                     str(len(self.values) % rate), _fixed(self.cache_mib(rate), 1)])
 
+    class KimiChannelDecay(SliderFigure):
+        """Chapter 22c: what each key channel of a Kimi Delta Attention
+        state still holds of a write, t tokens later (t on a slider),
+        beside one decay per token (Gated DeltaNet, the mean g)."""
+        js_file = "kimi_channel_decay.js"
+        description = "the share each key channel keeps, t on a slider"
+        readout_digits = 0
+        g = traitlets.List(traitlets.Float()).tag(sync=True)
+        labels = traitlets.List(traitlets.Unicode()).tag(sync=True)
+
+        def __init__(self, g, *, t=0, t_max=40):
+            g = [float(x) for x in np.asarray(g, dtype=float)]
+            if not g or max(g) > 0:
+                raise ValueError(f"need log-decays g <= 0, one per channel, got {g}")
+            super().__init__(g=g, labels=[f"{x:g}" for x in g],
+                             value=float(t), min=0.0, max=float(t_max), step=1.0)
+
+        def kept(self, t=None):
+            """(share kept per channel, share kept with one decay per token),
+            from the answer key: a state of ones, t tokens that write nothing."""
+            t = int(round(self.value if t is None else t))
+            d = len(self.g)
+            g = np.tile(np.array(self.g), (t, 1))                # (t, d_k)
+            zeros = np.zeros((t, d))                             # no key: no write
+            _, s = ref.kimi_delta_rule(zeros, zeros, np.zeros((t, 1)), g, np.zeros(t),
+                                       initial_state=np.ones((d, 1)))
+            mean = np.full(t, np.mean(self.g))
+            _, s1 = ref.gated_delta_rule(zeros, zeros, np.zeros((t, 1)), mean, np.zeros(t),
+                                         initial_state=np.ones((d, 1)))
+            return s[:, 0], float(s1[0, 0])
+
+        def numbers(self, control=None):
+            kept, one = self.kept(control)
+            return ([_fixed(x, 2) for x in kept]
+                    + [_fixed(kept.max(), 3), _fixed(kept.min(), 3), _fixed(one, 3)])
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
                KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars,
-               TopKKeep, CompressRate]
+               TopKKeep, CompressRate, KimiChannelDecay]
 
 
 # --- the live figures stored in a notebook (their state: state.py) ---

@@ -39,6 +39,8 @@ Part VIII: sparse (21)          :mod:`attnbook.reference.sparse`
 Part VIII: linear (22)          :mod:`attnbook.reference.linear`
 Part VIII: Gemma 4 (19b)        :mod:`attnbook.reference.kv_sharing`
 Part VIII: DeepSeek-V4 (21b)    :mod:`attnbook.reference.compressed`
+Part VIII: differential (20b)   :mod:`attnbook.reference.differential`
+Part VIII: Kimi's KDA (22c)     :mod:`attnbook.reference.kimi`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -65,6 +67,9 @@ from .compressed import (compress_kv, compress_kv_overlapping, compressed_causal
                          deepseek_v4_attention, grouped_output_projection, rope_tail)
 from .kv_sharing import (gemma4_attention, kv_cache_numbers, kv_source_layers,
                          proportional_rope)
+from .differential import (differential_attention, differential_lambda,
+                           differential_lambda_init)
+from .kimi import chunked_kimi_delta_rule, kimi_delta_rule
 
 __all__ = [
     # Parts I-III
@@ -88,4 +93,6 @@ __all__ = [
     "compress_kv", "compress_kv_overlapping", "compressed_causal_mask", "rope_tail",
     "grouped_output_projection", "deepseek_v4_attention",
     "proportional_rope", "gemma4_attention", "kv_source_layers", "kv_cache_numbers",
+    "differential_lambda_init", "differential_lambda", "differential_attention",
+    "kimi_delta_rule", "chunked_kimi_delta_rule",
 ]

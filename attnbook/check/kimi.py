@@ -1,0 +1,136 @@
+"""Checker of chapter 22c (Part VIII): one step of Kimi Delta Attention, the
+gated delta rule with one decay per key channel."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from .. import reference as ref
+from ..checking import Case, Mistake, Verdict, _copy_args, _unchanged, parts_of, run_cases
+
+__all__ = ["kimi_step_cases", "kimi_step_mistakes", "check_kimi_delta_step"]
+
+_PARTS = ("output", "state")
+
+
+def _answer(state, q, k, v, g, beta):
+    """One step through the answer key: the recurrence over a sequence of 1."""
+    o, s = ref.kimi_delta_rule(q[..., None, :], k[..., None, :], v[..., None, :],
+                               g[..., None, :], beta[..., None], initial_state=state)
+    return o[..., 0, :], s
+
+
+def kimi_step_cases() -> list[Case]:
+    """The channels of g always differ (so one decay per token is caught);
+    d_k = d_v in the first case only (so a decay on the value axis runs
+    there, and names itself)."""
+    rng = np.random.default_rng(33)
+    out = []
+    for label, lead, d_k, d_v in [
+        ("one head, d_k = d_v = 3", (), 3, 3),
+        ("one head, d_k = 4, d_v = 2", (), 4, 2),
+        ("3 heads at once (a leading axis), d_k = 2, d_v = 5", (3,), 2, 5),
+        ("one head, a zero state (the first token), d_k = 3, d_v = 2", (), 3, 2),
+    ]:
+        state = rng.normal(size=lead + (d_k, d_v))
+        if "zero state" in label:
+            state = np.zeros_like(state)
+        q, k = rng.normal(size=(2,) + lead + (d_k,))
+        k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+        v = rng.normal(size=lead + (d_v,))
+        g = np.round(-rng.uniform(0.05, 2.0, size=lead + (d_k,)), 2)   # per channel
+        beta = np.round(rng.uniform(0.3, 0.9, size=lead), 2)
+        o, s = _answer(state, q, k, v, g, beta)
+        out.append(Case(label, (state, q, k, v, g, beta), {"state": s, "output": o}))
+    return out
+
+
+def _call(fn, case):
+    args = _copy_args(case.args)
+    result = fn(*args, **case.kwargs)
+    _unchanged(args, case.args)
+    return parts_of(result, _PARTS, order=("state", "output"))
+
+
+def _read(s, x):
+    return np.einsum("...kv,...k->...v", s, x)          # S^T x: (..., d_v)
+
+
+def _step(state, q, k, v, g, beta, *, decay="rows", forget="before", predict="decayed",
+          read="new", scale=True, exp=np.exp, correct=True):
+    g = np.asarray(g, float)
+    if decay == "rows":
+        d = exp(g)[..., :, None]                        # channel i scales row i
+    elif decay == "scalar gate":                        # chapter 22's broadcast
+        d = exp(g)[..., None, None]
+    elif decay == "sum":                                # one number: the sum
+        d = exp(g.sum(-1))[..., None, None]
+    elif decay == "columns":
+        d = exp(g)[..., None, :]                        # broadcast on the value axis
+    else:                                               # "token": one number
+        d = exp(g.mean(-1))[..., None, None]
+    s = d * state if forget == "before" else state
+    if correct:
+        pred = _read(s if predict == "decayed" else state, k)
+        delta = beta[..., None] * (v - pred)
+    else:
+        delta = beta[..., None] * v
+    new = s + k[..., :, None] * delta[..., None, :]
+    if forget == "after":
+        new = d * new
+    o = _read({"new": new, "decayed": s}[read], q)
+    return o / np.sqrt(q.shape[-1]) if scale else o, new
+
+
+def kimi_step_mistakes() -> list[Mistake]:
+    """The wrong answers a learner plausibly writes, with the hint that names each."""
+    def wrong(**switch):
+        return lambda *args: _step(*args, **switch)
+
+    return [
+        Mistake("the whole state was decayed by ONE number per token (the "
+                "mean of g, as Gated DeltaNet would): KDA decays key channel i, "
+                "row i of S (d_k, d_v), by exp(g[i]): exp(g)[..., :, None] * S.",
+                wrong(decay="token")),
+        Mistake("g was broadcast as chapter 22's gate, exp(g)[..., None, None]: "
+                "with one g per key channel that makes a state of shape "
+                "(..., d_k, d_k, d_v). Scale row i by exp(g[i]): "
+                "exp(g)[..., :, None] * S.", wrong(decay="scalar gate")),
+        Mistake("the whole state was decayed by a single number per token, "
+                "exp of the SUM of g: KDA keeps the channels apart, row i "
+                "times exp(g[i]).", wrong(decay="sum")),
+        Mistake("exp(g) was applied along the VALUE axis (the columns of S): "
+                "g has one entry per KEY channel, so it scales the rows: "
+                "exp(g)[..., :, None] * S, not exp(g)[..., None, :] * S.",
+                wrong(decay="columns")),
+        Mistake("the state was decayed AFTER the update: decay first, "
+                "S = diag(exp(g)) S, then predict S^T k and write the "
+                "correction, which must not be decayed yet.", wrong(forget="after")),
+        Mistake("the state was not decayed at all: multiply row i of S by "
+                "exp(g[i]) before the update.", wrong(forget="never")),
+        Mistake("the state was multiplied by g itself: g is the LOG of the "
+                "decay; multiply by exp(g).", wrong(exp=lambda g: g)),
+        Mistake("the prediction S^T k was read from the state before its "
+                "decay: decay first, then predict from the decayed state.",
+                wrong(predict="old")),
+        Mistake("nothing was subtracted: the delta rule writes the correction "
+                "beta (v - S^T k), what the decayed state got wrong about k.",
+                wrong(correct=False)),
+        Mistake("the output was read from the decayed state before this "
+                "token's write: read o = S^T q from the new state.",
+                wrong(read="decayed")),
+        Mistake("the query was not scaled: o = S^T q / sqrt(d_k).", wrong(scale=False)),
+        Mistake("the result came back as (new_state, output): return "
+                "(output, new_state), the output first.",
+                lambda *args: _step(*args)[::-1]),
+    ]
+
+
+def check_kimi_delta_step(fn: Callable) -> Verdict:
+    """Check ``kimi_delta_step(state, q, k, v, g, beta)``: state
+    (..., d_k, d_v), q, k and g (..., d_k), v (..., d_v), beta (...,).
+    Returns ``(output, new_state)``: (..., d_v) and (..., d_k, d_v)."""
+    return run_cases(fn, kimi_step_cases(), "check_kimi_delta_step", call=_call,
+                     mistakes=kimi_step_mistakes())
