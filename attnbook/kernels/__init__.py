@@ -90,6 +90,10 @@ def _check(q, k, v, causal, block_q, block_k):
     if q.dtype not in dtypes or k.dtype != q.dtype or v.dtype != q.dtype:
         raise TypeError("q, k and v must share one dtype, float32, float16 or bfloat16; "
                         f"got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype == torch.bfloat16 and interpreting():
+        raise TypeError("bfloat16 runs on a GPU only: Triton 3.9's interpreter gets it "
+                        "wrong (measured: outputs of order 1e8); use float32 or float16 "
+                        "on the CPU")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device; got {q.device}, {k.device}, "
                          f"{v.device}")
