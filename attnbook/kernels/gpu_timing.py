@@ -22,7 +22,10 @@ def attention_timings(sizes=(1024, 2048, 4096, 8192, 16384), *, batch=1, heads=1
     FLOPs are the algorithm's, the same for every version: 4 B H N^2 d for the
     forward pass (half with ``causal``), 2.5 times that for the backward pass,
     whatever each implementation recomputes. The naive form is skipped when its
-    (B, H, N, N) scores and weights would not fit in half the free memory.
+    (B, H, N, N) scores and weights would not fit in half the free memory, and a
+    version that raises (sdpa's FlashAttention back end on a GPU older than
+    Ampere, say) is reported as skipped. The dtype is bfloat16 from Ampere on,
+    float16 before.
     """
     import torch
     import torch.nn.functional as F
@@ -34,7 +37,9 @@ def attention_timings(sizes=(1024, 2048, 4096, 8192, 16384), *, batch=1, heads=1
     if not torch.cuda.is_available():
         raise RuntimeError("attention_timings needs a CUDA GPU; the interpreter "
                            "is for correctness only")
-    dtype = dtype or torch.bfloat16
+    if dtype is None:   # bfloat16 from Ampere (compute capability 8.0) on
+        new = torch.cuda.get_device_capability() >= (8, 0)
+        dtype = torch.bfloat16 if new else torch.float16
     free = torch.cuda.mem_get_info()[0]
 
     def naive(q, k, v):
@@ -68,7 +73,12 @@ def attention_timings(sizes=(1024, 2048, 4096, 8192, 16384), *, batch=1, heads=1
             if name == "naive" and 3 * batch * heads * n * n * 4 > free / 2:
                 rows.append({"N": n, "version": name, "skipped": "out of memory"})
                 continue
-            fwd = do_bench(lambda: fn(q, k, v)) * 1e-3
+            try:
+                fwd = do_bench(lambda: fn(q, k, v)) * 1e-3
+            except RuntimeError as exc:   # e.g. no FlashAttention back end here
+                rows.append({"N": n, "version": name,
+                             "skipped": str(exc).split("\n")[0][:30]})
+                continue
             both = do_bench(lambda: fn(q, k, v).backward(d_out),
                             grad_to_none=(q, k, v)) * 1e-3
             total = flops * (1 + BACKWARD_FACTOR)
