@@ -65,6 +65,14 @@ def load_column_major(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
                    mask=rows[:, None] < n_rows, other=0.0)
 
 
+@triton.jit
+def load_flat_mask(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    rows = start + tl.arange(0, BLOCK)
+    cols = tl.arange(0, D)
+    return tl.load(ptr + rows[:, None] * D + cols[None, :],
+                   mask=rows < n_rows, other=0.0)
+
+
 # --- the online update --------------------------------------------------------
 
 @triton.jit
@@ -130,6 +138,16 @@ def update_normalises(m, l, acc, s, v):
     return m_new, l, acc / l[:, None]
 
 
+@triton.jit
+def update_wrong_axis(m, l, acc, s, v):
+    m_new = tl.maximum(m, tl.max(s, 0))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new[:, None])
+    l = alpha * l + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return m_new, l, acc
+
+
 # --- the causal end of the key loop ---------------------------------------------
 
 @triton.jit
@@ -158,6 +176,11 @@ def end_no_skip(i, N, BLOCK_Q: tl.constexpr):
 
 
 @triton.jit
+def end_uncapped(i, N, BLOCK_Q: tl.constexpr):
+    return (i + 1) * BLOCK_Q
+
+
+@triton.jit
 def end_key_blocks(i, N, BLOCK_Q: tl.constexpr):
     return (i + 1) * 16                      # BLOCK_K, the key block's size
 
@@ -182,6 +205,11 @@ def dots_o_alone(o, do):
 @triton.jit
 def dots_product_of_sums(o, do):
     return tl.sum(do, 1) * tl.sum(o, 1)
+
+
+@triton.jit
+def dots_whole_tile(o, do):
+    return tl.sum(do * o)
 
 
 @triton.jit

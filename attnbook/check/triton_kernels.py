@@ -93,6 +93,8 @@ def _load_wrong(n, start, block, d):
     column_major = np.where((rows < n)[:, None],
                             flat[np.minimum(rows[:, None] + np.arange(d)[None, :] * d,
                                             flat.size - 1)], 0)
+    by_column = np.where(start + np.arange(d)[None, :] < n,
+                         x[np.minimum(rows, len(x) - 1)], 0) if d == block else None
     return [
         ("no mask: rows past the end read the memory after the matrix (here "
          "999s); pass mask=rows[:, None] < n_rows and other=0.0",
@@ -109,7 +111,9 @@ def _load_wrong(n, start, block, d):
          masked(np.arange(block) < n)),
         ("the addresses are column-major: row r, column c of a row-major "
          "(n_rows, D) matrix is at ptr + r * D + c", column_major),
-    ]
+    ] + ([] if by_column is None else [
+        ("the mask has shape (BLOCK,) and broadcasts along the columns: give "
+         "it the rows' axis, rows[:, None] < n_rows, shape (BLOCK, 1)", by_column)])
 
 
 def _call_load(fn, case):
@@ -166,8 +170,8 @@ def _update_state(seed, first, big=False):
 
 
 def _update(m, l, acc, s, v, *, rescale_l=True, rescale_acc=True, flip=False,
-            keep_max=False, normalise=False):
-    m_new = m if keep_max else np.maximum(m, s.max(axis=1))
+            keep_max=False, normalise=False, axis=1):
+    m_new = m if keep_max else np.maximum(m, s.max(axis=axis))
     alpha = np.exp(m_new - m) if flip else np.exp(m - m_new)
     p = np.exp(s - m_new[:, None])
     l_new = (alpha * l if rescale_l else l) + p.sum(axis=1)
@@ -203,6 +207,9 @@ def _update_wrong(*state):
              "exp(m_new - m)", _update(*state, flip=True)),
             ("the maximum is not updated: m_new = tl.maximum(m, tl.max(s, 1)), "
              "and p = exp(s - m_new[:, None])", _update(*state, keep_max=True)),
+            ("the maximum is taken down the columns (axis 0): each row, a "
+             "query, has its own maximum over its keys: tl.max(s, 1)",
+             _update(*state, axis=0)),
             ("the accumulator is divided by l at every tile: keep it "
              "unnormalised, and divide once, after the last tile",
              _update(*state, normalise=True)),
@@ -268,19 +275,23 @@ def _causal_wrong(n, bq, bk):
     return [
         ("off by one block: the diagonal tile is skipped (i * BLOCK_Q is the "
          "block's first row; its rows see keys up to (i + 1) * BLOCK_Q - 1, "
-         "so the loop ends at (i + 1) * BLOCK_Q)",
+         "so the loop ends at (i + 1) * BLOCK_Q, capped at N)",
          _causal_run(n, bq, bk, lambda i: i * bq)),
         ("the loop ends at the block's first row plus one: row i * BLOCK_Q + r "
          "sees keys up to itself, so the end is the block's last row plus one, "
-         "(i + 1) * BLOCK_Q", _causal_run(n, bq, bk, lambda i: i * bq + 1)),
+         "(i + 1) * BLOCK_Q, capped at N", _causal_run(n, bq, bk, lambda i: i * bq + 1)),
         ("one tile too many: key (i + 1) * BLOCK_Q is already in the future of "
          "every row of block i; the end, exclusive, is (i + 1) * BLOCK_Q",
          _causal_run(n, bq, bk, lambda i: (i + 1) * bq + 1)),
         ("no skip: the output is right, but every key tile is computed; under "
-         "a causal mask the loop can end at (i + 1) * BLOCK_Q",
+         "a causal mask the loop can end at tl.minimum((i + 1) * BLOCK_Q, N)",
          _causal_run(n, bq, bk, lambda i: n)),
+        ("the end is not capped at N: for the last query block (i + 1) * "
+         "BLOCK_Q can pass N by a whole key tile or more, which holds no key; "
+         "end at tl.minimum((i + 1) * BLOCK_Q, N)",
+         _causal_run(n, bq, bk, lambda i: (i + 1) * bq)),
         ("the end counts key blocks of the query block's size wrong: it is "
-         "(i + 1) * BLOCK_Q, a row index, whatever BLOCK_K is",
+         "tl.minimum((i + 1) * BLOCK_Q, N), a row index, whatever BLOCK_K is",
          _causal_run(n, bq, bk, lambda i: (i + 1) * bk)),
     ]
 
@@ -338,6 +349,9 @@ def _dots_wrong(block, d, seed):
          o.sum(axis=1)),
         ("the two row sums multiplied: D_i sums the products dO_ij * O_ij, "
          "it is not rowsum(dO) * rowsum(O)", do.sum(axis=1) * o.sum(axis=1)),
+        ("summed over the whole tile (tl.sum without an axis): one number for "
+         "every row; D has one per row, tl.sum(dO * O, 1)",
+         np.full(block, (do * o).sum(), np.float32)),
         ("scaled by 1 / sqrt(d): D_i has no scale (it comes from dO and O, "
          "not from the scores)", (do * o).sum(axis=1) / np.sqrt(d)),
     ]
