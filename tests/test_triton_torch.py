@@ -43,32 +43,38 @@ def _errors(B, H, N, d, causal, **blocks):
             zip(("o", "dq", "dk", "dv"), (o, *grads), (want, *want_grads))}
 
 
-# (B, H, N, d, causal, blocks): catches a broken mask on every N that is not a
-# multiple of the block, a broken rescale wherever a row spans two key tiles,
-# a broken D_i in every backward pass
+# (B, H, N, d, causal, blocks, the breaks of MUTATIONS below each shape catches). Measured by
+# applying each mutation to attnbook/kernels/_flash_triton.py and running these tests: the
+# rescale matters only where a row spans two key tiles (not N = 1); the mask of the keys past N
+# only without a causal mask (with one, keys past N lie in every real row's future anyway);
+# D_i in every backward pass.
 SHAPES = [
-    (1, 1, 1, 16, False, {}),                         # N = 1
-    (1, 2, 1, 32, True, {}),                          # N = 1, causal
-    (2, 3, 37, 16, True, {}),                         # N = 37, blocks of 32
-    (2, 2, 50, 64, False, {}),                        # N = 50, d = 64
-    (1, 2, 45, 48, True, {"block_q": 16, "block_k": 32}),   # d = 48, Bq < Bk
-    (2, 1, 40, 32, True, {"block_q": 32, "block_k": 16}),   # Bq > Bk
+    (1, 1, 1, 16, False, {}, "mask, D_i"),                      # N = 1
+    (1, 2, 1, 32, True, {}, "D_i"),                             # N = 1, causal
+    (2, 3, 37, 16, True, {}, "rescale, D_i"),                   # N = 37, blocks of 32
+    (2, 2, 50, 64, False, {}, "rescale, mask, D_i"),            # N = 50, d = 64
+    (1, 2, 45, 48, True, {"block_q": 16, "block_k": 32}, "rescale, D_i"),  # d = 48
+    (2, 1, 40, 32, True, {"block_q": 32, "block_k": 16}, "rescale, D_i"),  # Bq > Bk
 ]
 
 
-@pytest.mark.parametrize("B, H, N, d, causal, blocks", SHAPES,
-                         ids=[f"B{s[0]}-H{s[1]}-N{s[2]}-d{s[3]}-{'causal' if s[4] else 'full'}"
-                              + ("-" + "x".join(map(str, s[5].values())) if s[5] else "")
-                              for s in SHAPES])
-def test_forward_and_backward_equal_sdpa(B, H, N, d, causal, blocks):
-    """Catches the rescale (N > one key block), the mask (N not a multiple of the
-    block; causal) and D_i (every backward): see the mutation tests below."""
+def _id(shape):
+    B, H, N, d, causal, blocks, catches = shape
+    size = "x".join(map(str, blocks.values()))
+    return (f"B{B}-H{H}-N{N}-d{d}-{'causal' if causal else 'full'}"
+            + (f"-{size}" if size else "") + "-catches-" + catches.replace(", ", "+"))
+
+
+@pytest.mark.parametrize("B, H, N, d, causal, blocks, catches", SHAPES, ids=map(_id, SHAPES))
+def test_forward_and_backward_equal_sdpa(B, H, N, d, causal, blocks, catches):
+    """Forward and backward against sdpa; the id names the breaks this shape catches."""
     errors = _errors(B, H, N, d, causal, **blocks)
     assert max(errors.values()) < BOUND, errors
 
 
 def test_forward_and_backward_equal_the_numpy_answer_key():
-    """Chapter 17's answer key, float64: the output, the log-sum-exp, the gradients."""
+    """Chapter 17's answer key, float64: the output, the log-sum-exp, the gradients.
+    Catches the rescale and D_i (causal, so not the mask of the keys past N)."""
     (q, k, v), d_out = _inputs(1, 2, 27, 16, seed=1)
     o, lse = kernels.flash_attention_forward(q.detach(), k.detach(), v.detach(), causal=True,
                                              block_q=16, block_k=16)
@@ -137,6 +143,8 @@ MUTATIONS = {
 
 @pytest.mark.parametrize("break_", sorted(MUTATIONS))
 def test_a_broken_kernel_fails_the_comparison(break_, tmp_path, monkeypatch):
+    """Each break, applied to a copy of the kernels, fails the comparison of
+    test_forward_and_backward_equal_sdpa on one shape, in the parts it should."""
     old, new = MUTATIONS[break_]
     source = KERNEL_SOURCE.read_text(encoding="utf-8")
     assert source.count(old) == 1, f"the kernel changed: update the {break_} mutation"
