@@ -17,7 +17,9 @@ BACKWARD_FACTOR = 2.5   # backward FLOPs / forward FLOPs, counted as in chapter 
 def attention_timings(sizes=(1024, 2048, 4096, 8192, 16384), *, batch=1, heads=16,
                       head_dim=64, dtype=None, causal=False) -> list[dict]:
     """One dict per (N, version): forward and forward + backward, in TFLOP/s and
-    as a fraction of the ceiling (``torch.matmul`` at the size of Q K^T).
+    as a fraction of the ceiling (``torch.matmul`` at the size of Q K^T). Times
+    are medians of ``triton.testing.do_bench``'s runs; the ceiling's is the
+    fastest run, as in chapter 18.
 
     FLOPs are the algorithm's, the same for every version: 4 B H N^2 d for the
     forward pass (half with ``causal``), 2.5 times that for the backward pass,
@@ -68,19 +70,19 @@ def attention_timings(sizes=(1024, 2048, 4096, 8192, 16384), *, batch=1, heads=1
         a = q.detach().reshape(batch * heads, n, head_dim)
         b = k.detach().reshape(batch * heads, n, head_dim).transpose(1, 2)
         matmul_flops = 2 * batch * heads * n * n * head_dim
-        ceiling = matmul_flops / (do_bench(lambda: a @ b) * 1e-3)
+        ceiling = matmul_flops / (do_bench(lambda: a @ b, return_mode="min") * 1e-3)
         for name, fn in versions.items():
             if name == "naive" and 3 * batch * heads * n * n * 4 > free / 2:
                 rows.append({"N": n, "version": name, "skipped": "out of memory"})
                 continue
             try:
-                fwd = do_bench(lambda: fn(q, k, v)) * 1e-3
+                fwd = do_bench(lambda: fn(q, k, v), return_mode="median") * 1e-3
             except RuntimeError as exc:   # e.g. no FlashAttention back end here
                 rows.append({"N": n, "version": name,
                              "skipped": str(exc).split("\n")[0][:30]})
                 continue
             both = do_bench(lambda: fn(q, k, v).backward(d_out),
-                            grad_to_none=(q, k, v)) * 1e-3
+                            grad_to_none=(q, k, v), return_mode="median") * 1e-3
             total = flops * (1 + BACKWARD_FACTOR)
             rows.append({"N": n, "version": name, "forward TFLOP/s": flops / fwd / 1e12,
                          "forward / ceiling": flops / fwd / ceiling,
