@@ -2,7 +2,8 @@
 # both create the virtual environment .venv on first use.
 #
 #   make book      build the site into _build/html (zero warnings allowed)
-#   make test      run the whole suite: notebooks (nbval), helper package, site
+#   make test      run the whole suite: notebooks (nbval), helper package, site; then the
+#                  notebooks again with NumPy's SIMD dispatch off (another machine's rounding)
 #   make torch     add PyTorch and transformers (requirements-torch.txt): the PyTorch
 #                  chapter and the tests against Hugging Face's attention modules
 #   make triton    add Triton (requirements-triton.txt; after make torch): the pages that
@@ -61,12 +62,24 @@ PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cf
 export PATH := $(abspath $(BIN)):$(PATH)
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
+# Nothing from the reader's home: where $HOME is missing or not writable (a container, a
+# shared lab account), matplotlib, IPython and Jupyter keep their files under _build/home
+# instead (matplotlib would warn on stderr, which fails a notebook; Jupyter would stop).
+ifneq ($(shell [ -d "$$HOME" ] && [ -w "$$HOME" ] && echo ok),ok)
+export MPLCONFIGDIR := $(CURDIR)/_build/home/matplotlib
+export IPYTHONDIR := $(CURDIR)/_build/home/ipython
+export JUPYTER_RUNTIME_DIR := $(CURDIR)/_build/home/jupyter-runtime
+endif
+
 .PHONY: book test lab serve outputs slides pdf assets student student-lab figures clean distclean \
-	venv torch triton repository translations font
+	venv torch triton repository translations font env
 
 venv: $(STAMP)
 
 $(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || { echo "The book needs \
+	Python 3.11 or newer (NumPy 2.4, whose outputs the chapters store, has no wheels for \
+	older ones); $(PYTHON) is $$($(PYTHON) -V 2>&1). Run: make PYTHON=python3.12 ..."; exit 1; }
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements.txt
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
@@ -118,8 +131,27 @@ book: $(SITE)
 # processes (workers, kernels); each reuses the bytecode the first one compiled (attnbook,
 # the rewritten test modules, in __pycache__/, ignored by git), even where the environment
 # sets PYTHONDONTWRITEBYTECODE: recompiling in each costs about 4 CPU-seconds per run.
+#
+# Then the notebooks run a second time with NumPy's SIMD dispatch off (NPY_DISABLE_CPU_FEATURES
+# naming every extension NumPy dispatches to here: `python -m attnbook.nbtools simd-off`), as on
+# a reader's machine with another processor: every stored output must hold both ways.
 test: $(STAMP) $(SITE) $(if $(shell command -v npm),$(NODE_STAMP))
 	PYTHONDONTWRITEBYTECODE= ATTNBOOK_SITE=$(CURDIR)/_build $(BIN)/python -m pytest -n auto --dist loadfile $(PYTEST_NB) --durations=10
+	@off=$$($(BIN)/python -m attnbook.nbtools simd-off); \
+	if [ -z "$$off" ]; then echo "NumPy dispatches to no SIMD extension beyond its baseline here:" \
+	    "the notebooks' second pass would repeat the first, so it is skipped"; \
+	else echo "== the notebooks again, with NumPy's SIMD dispatch off: NPY_DISABLE_CPU_FEATURES=$$off"; \
+	NPY_DISABLE_CPU_FEATURES="$$off" PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -n auto \
+	    --dist loadfile -p no:cacheprovider -q $(PYTEST_NB) chapters; fi
+
+# What make gives the tools it runs (the PATH, and where the home's files go when $$HOME is
+# not writable): `make env`.
+env:
+	@echo "PATH starts with $(abspath $(BIN))"
+	@echo "MPLCONFIGDIR=$${MPLCONFIGDIR-}"
+	@echo "IPYTHONDIR=$${IPYTHONDIR-}"
+	@echo "JUPYTER_RUNTIME_DIR=$${JUPYTER_RUNTIME_DIR-}"
+	@echo "NPY_DISABLE_CPU_FEATURES for the second pass: $$($(or $(wildcard $(BIN)/python),$(PYTHON)) -m attnbook.nbtools simd-off 2>/dev/null)"
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.root_dir=$(CURDIR) chapters

@@ -27,6 +27,11 @@ USAGE = """usage: python -m attnbook.nbtools COMMAND ...
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["simd-off"]:
+        from .machine import simd_off_setting
+
+        print(simd_off_setting())
+        return 0
     if not argv or argv[0] not in ("tidy", "prepare", "student", "execute", "repository"):
         print(USAGE, file=sys.stderr)
         return 2
