@@ -6,6 +6,9 @@
 #                  notebooks again with NumPy's SIMD dispatch off (another machine's rounding)
 #   make torch     add PyTorch and transformers (requirements-torch.txt): the PyTorch
 #                  chapter and the tests against Hugging Face's attention modules
+#   make triton    add Triton (requirements-triton.txt; after make torch): the pages that
+#                  write FlashAttention as Triton kernels (17d, 17e), run on the CPU in
+#                  Triton's interpreter, timed only on a GPU
 #   make lab       JupyterLab on the notebooks
 #   make serve     serve the built site on http://127.0.0.1:$(PORT)
 #   make outputs   re-execute every notebook in place (after an edit); first puts each
@@ -71,7 +74,7 @@ export JUPYTER_RUNTIME_DIR := $(CURDIR)/_build/home/jupyter-runtime
 endif
 
 .PHONY: book test lab serve outputs slides pdf assets student student-lab figures clean distclean \
-	venv torch repository translations font env
+	venv torch triton repository translations font env
 
 venv: $(STAMP)
 
@@ -90,6 +93,15 @@ torch: $(TORCH_STAMP)
 
 $(TORCH_STAMP): requirements-torch.txt | $(STAMP)
 	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements-torch.txt
+	@touch $@
+
+# Optional: Triton, for chapters/17d_triton_forward.ipynb and 17e_triton_backward.ipynb (without
+# it, `make test` skips them and their tests). It needs torch, so it comes after `make torch`.
+TRITON_STAMP := $(VENV)/.installed-triton
+triton: $(TRITON_STAMP)
+
+$(TRITON_STAMP): requirements-triton.txt $(TORCH_STAMP)
+	$(BIN)/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements-triton.txt
 	@touch $@
 
 # The site is rebuilt from scratch (no stale pages, no warning hidden by an incremental

@@ -12,6 +12,7 @@ Part VI: the KV cache (14)      :mod:`attnbook.check.kv_cache`
 Part VI: GQA (15)               :mod:`attnbook.check.gqa`
 Part VI: MLA (16)               :mod:`attnbook.check.mla`
 Part VII (chapters 17-18)       :mod:`attnbook.check.fast`
+Part VII: Triton (17d, 17e)     :mod:`attnbook.check.triton_kernels`
 Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.check.sparse`
@@ -47,6 +48,8 @@ from .multihead import check_merge_heads, check_multihead_list, check_split_head
 from .qk_norm import check_gated_output, check_qk_norm_queries, check_soft_cap
 from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
+from .triton_kernels import (check_causal_key_end, check_load_tile, check_online_update,
+                             check_row_dots)
 from .sinks import check_attention_with_sinks, check_reach_after_layers
 from .sparse import check_topk_mask
 from .self_attention import (check_causal_mask, check_cross_attention,
@@ -71,6 +74,7 @@ __all__ = [
     # Part VII
     "check_merge_states", "check_attention_flops",
     "check_causal_tiles", "check_flash_backward",
+    "check_load_tile", "check_online_update", "check_causal_key_end", "check_row_dots",
     # Part VIII
     "check_attention_with_sinks", "check_reach_after_layers",
     "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
@@ -111,6 +115,10 @@ ANSWER_KEY = {
     "check_causal_tiles": [],
     "check_flash_backward": ["flash_attention_backward"],
     "check_attention_flops": [],
+    "check_load_tile": [],
+    "check_online_update": [],
+    "check_causal_key_end": [],
+    "check_row_dots": [],
     "check_attention_with_sinks": ["attention_with_sinks"],
     "check_reach_after_layers": ["reach_after_layers"],
     "check_soft_cap": ["soft_cap"],

@@ -293,5 +293,8 @@ def write_kit_files(outdir: Path, notebooks, sealed, kept, key: bool) -> None:
     if any("torch" in _load(p).get("metadata", {}).get("attnbook", {}).get("requires", [])
            for p in notebooks):
         requirements += "torch==2.13.0  # the PyTorch chapter (CPU build; keep the pin)\n"
+    if any("triton" in _load(p).get("metadata", {}).get("attnbook", {}).get("requires", [])
+           for p in notebooks):
+        requirements += "triton==3.9.0  # the Triton pages (the interpreter runs on the CPU)\n"
     (outdir / "requirements.txt").write_text(requirements, encoding="utf-8")
     (outdir / "Makefile").write_text(MAKEFILE, encoding="utf-8")

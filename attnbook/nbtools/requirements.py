@@ -1,4 +1,4 @@
-"""Optional dependencies of a notebook (the PyTorch chapter)."""
+"""Optional dependencies of a notebook (the PyTorch chapter, the Triton pages)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from ._io import _load
 #     "attnbook": {"requires": ["torch"]}
 # The root conftest.py skips such a notebook's cells when a package is missing.
 
-INSTALL_HINTS = {"torch": "make torch"}
+INSTALL_HINTS = {"torch": "make torch", "triton": "make triton"}
 
 
 def notebook_requirements(path) -> list[str]:
