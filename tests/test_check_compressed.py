@@ -37,6 +37,10 @@ COMPRESS = {
     "one weight per token for all channels": "one weight per token",
     "overlapping windows (stride 1)": "windows overlap",
     "bias added after the softmax": "added to the weights after",
+    "strided windows (reshape (rate, N // rate, d))": "the windows are strided",
+    "last window zero-padded and kept": "padded with zeros",
+    "sigmoid gate": "the gate was a sigmoid",
+    "weights times the gate logits": "multiplied the gate logits",
 }
 MASK = {
     "one window too early (w <= (t + 1) // rate)": "one window too early",
@@ -45,6 +49,9 @@ MASK = {
     "the last incomplete window kept as a column": "one column too many",
     "transposed": "transposed",
     "the token-level causal mask": "token-level causal mask",
+    "window's start compared strictly, w*rate < t": "start was compared with t",
+    "inverted (True = blocked)": "the mask is inverted",
+    "nothing masked": "nothing is masked",
 }
 SOURCES = {
     "last non-shared layer of any type": "whatever its type",
@@ -54,6 +61,9 @@ SOURCES = {
     "one layer too few shared": "one layer too few",
     "one layer too many shared": "one layer too many",
     "-1 for a shared layer": "not -1",
+    "indices counted from 1": "counted from 1",
+    "-1 for a layer that is not shared": "reads its OWN keys",
+    "only the shared layers listed": "only the shared layers are listed",
 }
 K_EQ_V = {
     "value scaled like the key": "scaled like the key",
@@ -64,7 +74,11 @@ K_EQ_V = {
     "key's scale left out": "learned scale was left out",
     "k and v swapped": "are swapped",
     "RoPE on every pair": "turned every pair",
-    "RMSNorm's epsilon left out": "epsilon",
+    "RMSNorm's epsilon left out": "epsilon (1e-6) was left out",
+    "key scaled by 1 + k_scale (Gemma 2/3 norm)": "(1 + k_scale)",
+    "RMSNorm over the tokens (axis -2)": "ran over the tokens",
+    "LayerNorm instead of RMSNorm": "subtracted the mean",
+    "epsilon outside the square root": "outside the square root",
 }
 
 CHECKERS = [

@@ -37,6 +37,12 @@ KIMI_MISTAKES = {
     "output from the decayed, not updated state": "before this token's write",
     "query not scaled": "the query was not scaled",
     "(state, output) returned in the wrong order": "the output first",
+    "output scaled by 1/sqrt(d_v)": "divided by sqrt(d_v): the scale",
+    "S read as S x (transposed read)": "S was read the wrong way round",
+    "the write v k^T (transposed outer product)": "the write was v k^T",
+    "beta left out": "beta was left out",
+    "decay exp(-g)": "the decay was exp(-g)",
+    "decay sigmoid(g)": "the decay was sigmoid(g)",
 }
 
 
@@ -103,6 +109,11 @@ DIFF_MISTAKES = {
     "norm over the queries axis": "ran over the queries",
     "scaled by sqrt(d_v)": "divided by sqrt(d_v)",
     "not scaled": "were not scaled",
+    "softmax over the queries axis": "softmax was taken down the queries",
+    "pairs crossed (q1 k2, q2 k1)": "the pairs were crossed",
+    "lambda on both maps": "lambda multiplied both maps",
+    "RMSNorm epsilon 1e-6": "epsilon is not 1e-5",
+    "(weights, output) returned in the wrong order": "(weights, output): return",
 }
 
 
@@ -201,14 +212,12 @@ def test_differential_rule_names_what_no_mistake_computes():
         return sm((q1 @ np.swapaxes(k1, -1, -2) - lam * q2 @ np.swapaxes(k2, -1, -2))
                   / np.sqrt(d)) @ v
 
-    def softmax_over_queries(q1, k1, q2, k2, v, lam, lam_init):
-        d = q1.shape[-1]
-        s1, s2 = (a @ np.swapaxes(b, -1, -2) / np.sqrt(d) for a, b in ((q1, k1), (q2, k2)))
-        w = sm(s1.swapaxes(-1, -2)).swapaxes(-1, -2) - lam * sm(s2.swapaxes(-1, -2)).swapaxes(-1, -2)
-        o = w @ v
-        return (1 - lam_init) * o / np.sqrt((o * o).mean(-1, keepdims=True) + 1e-5)
+    def maps_swapped(q1, k1, q2, k2, v, lam, lam_init):
+        # softmax_2 - lam softmax_1: the norm right around a wrong map
+        return ref.differential_attention(q2, k2, q1, k1, v, lam,
+                                          lambda_init=lam_init)
 
     passed, report = run(check.check_differential_attention, two_at_once)
     assert not passed and "root mean square 1 - lambda_init once" in " ".join(report.split())
-    passed, report = run(check.check_differential_attention, softmax_over_queries)
+    passed, report = run(check.check_differential_attention, maps_swapped)
     assert not passed and "so the map is wrong" in " ".join(report.split())

@@ -30,6 +30,10 @@ CHECKERS = {
         "load_offset_mask": "the offset inside the block",
         "load_column_major": "column-major",
         "load_flat_mask": "broadcasts along the columns",
+        "load_stride_n_rows": "the columns step by n_rows",
+        "load_block_number": "start was taken as a block number",
+        "load_no_start": "start is left out",
+        "load_stride_block": "the rows step by BLOCK",
     }),
     "update": (check.check_online_update, "update_right", {
         "update_l_only": "the accumulator is not rescaled",
@@ -38,6 +42,12 @@ CHECKERS = {
         "update_keeps_max": "the maximum is not updated",
         "update_wrong_axis": "taken down the columns (axis 0)",
         "update_normalises": "divided by l at every tile",
+        "update_p_old_max": "against the OLD maximum",
+        "update_alpha_columns": "alpha rescaled the columns of acc",
+        "update_l_axis0": "l summed p down the columns",
+        "update_v_transposed": "p times v transposed",
+        "update_tile_max": "this tile's maximum alone",
+        "update_swapped": "in this order",
     }),
     "causal": (check.check_causal_key_end, "end_right", {
         "end_skips_diagonal": "the diagonal tile is skipped",
@@ -46,6 +56,9 @@ CHECKERS = {
         "end_no_skip": "no skip",
         "end_uncapped": "not capped at N",
         "end_key_blocks": "whatever BLOCK_K is",
+        "end_tile_count": "a number of tiles (i + 1)",
+        "end_one_key_too_many": "a key too many, even capped",
+        "end_capped_n_minus_one": "capped at N - 1",
     }),
     "dots": (check.check_row_dots, "dots_right", {
         "dots_do_alone": "D_i from dO alone",
@@ -54,6 +67,10 @@ CHECKERS = {
         "dots_whole_tile": "summed over the whole tile",
         "dots_scaled": "scaled by 1 / sqrt(d)",
         "dots_axis0": "summed over axis 0",
+        "dots_negated": "the sign is flipped",
+        "dots_do_squared": "the tile of dO multiplied by itself",
+        "dots_o_squared": "the tile of O multiplied by itself",
+        "dots_mean": "averaged over the D columns",
     }),
 }
 

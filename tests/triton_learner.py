@@ -73,6 +73,38 @@ def load_flat_mask(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
                    mask=rows < n_rows, other=0.0)
 
 
+@triton.jit
+def load_stride_n_rows(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    rows = start + tl.arange(0, BLOCK)
+    cols = tl.arange(0, D)
+    return tl.load(ptr + rows[:, None] + cols[None, :] * n_rows,
+                   mask=rows[:, None] < n_rows, other=0.0)
+
+
+@triton.jit
+def load_block_number(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    rows = start * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.arange(0, D)
+    return tl.load(ptr + rows[:, None] * D + cols[None, :],
+                   mask=rows[:, None] < n_rows, other=0.0)
+
+
+@triton.jit
+def load_no_start(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    rows = tl.arange(0, BLOCK)
+    cols = tl.arange(0, D)
+    return tl.load(ptr + rows[:, None] * D + cols[None, :],
+                   mask=rows[:, None] < n_rows, other=0.0)
+
+
+@triton.jit
+def load_stride_block(ptr, start, n_rows, D: tl.constexpr, BLOCK: tl.constexpr):
+    rows = start + tl.arange(0, BLOCK)
+    cols = tl.arange(0, D)
+    return tl.load(ptr + rows[:, None] * BLOCK + cols[None, :],
+                   mask=rows[:, None] < n_rows, other=0.0)
+
+
 # --- the online update --------------------------------------------------------
 
 @triton.jit
@@ -148,6 +180,66 @@ def update_wrong_axis(m, l, acc, s, v):
     return m_new, l, acc
 
 
+@triton.jit
+def update_p_old_max(m, l, acc, s, v):
+    m_new = tl.maximum(m, tl.max(s, 1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m[:, None])
+    l = alpha * l + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return m_new, l, acc
+
+
+@triton.jit
+def update_alpha_columns(m, l, acc, s, v):
+    m_new = tl.maximum(m, tl.max(s, 1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new[:, None])
+    l = alpha * l + tl.sum(p, 1)
+    acc = acc * alpha[None, :] + tl.dot(p, v, input_precision="ieee")
+    return m_new, l, acc
+
+
+@triton.jit
+def update_l_axis0(m, l, acc, s, v):
+    m_new = tl.maximum(m, tl.max(s, 1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new[:, None])
+    l = alpha * l + tl.sum(p, 0)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return m_new, l, acc
+
+
+@triton.jit
+def update_v_transposed(m, l, acc, s, v):
+    m_new = tl.maximum(m, tl.max(s, 1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new[:, None])
+    l = alpha * l + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, tl.trans(v), input_precision="ieee")
+    return m_new, l, acc
+
+
+@triton.jit
+def update_tile_max(m, l, acc, s, v):
+    m_new = tl.max(s, 1)
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new[:, None])
+    l = alpha * l + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return m_new, l, acc
+
+
+@triton.jit
+def update_swapped(m, l, acc, s, v):
+    m_new = tl.maximum(m, tl.max(s, 1))
+    alpha = tl.exp(m - m_new)
+    p = tl.exp(s - m_new[:, None])
+    l = alpha * l + tl.sum(p, 1)
+    acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
+    return m_new, acc, l
+
+
 # --- the causal end of the key loop ---------------------------------------------
 
 @triton.jit
@@ -185,6 +277,21 @@ def end_key_blocks(i, N, BLOCK_Q: tl.constexpr):
     return (i + 1) * 16                      # BLOCK_K, the key block's size
 
 
+@triton.jit
+def end_tile_count(i, N, BLOCK_Q: tl.constexpr):
+    return i + 1
+
+
+@triton.jit
+def end_one_key_too_many(i, N, BLOCK_Q: tl.constexpr):
+    return tl.minimum((i + 1) * BLOCK_Q + 1, N)
+
+
+@triton.jit
+def end_capped_n_minus_one(i, N, BLOCK_Q: tl.constexpr):
+    return tl.minimum((i + 1) * BLOCK_Q, N - 1)
+
+
 # --- D_i ----------------------------------------------------------------------
 
 @triton.jit
@@ -220,3 +327,23 @@ def dots_scaled(o, do):
 @triton.jit
 def dots_axis0(o, do):
     return tl.sum(do * o, 0)
+
+
+@triton.jit
+def dots_negated(o, do):
+    return -tl.sum(do * o, 1)
+
+
+@triton.jit
+def dots_do_squared(o, do):
+    return tl.sum(do * do, 1)
+
+
+@triton.jit
+def dots_o_squared(o, do):
+    return tl.sum(o * o, 1)
+
+
+@triton.jit
+def dots_mean(o, do):
+    return tl.sum(do * o, 1) / o.shape[1]

@@ -88,6 +88,28 @@ def compress_mistakes() -> list[Mistake]:
         return stack([((_softmax(zz, -2) + b) * k).sum(axis=-2)
                       for k, zz, b in _windows(kv, z, bias, rate)], 0)
 
+    def strided(kv, z, bias, rate):  # reshape (rate, N // rate, d): every n_w-th token
+        n_w = kv.shape[-2] // rate
+        shape = kv.shape[:-2] + (rate, n_w, kv.shape[-1])
+        kk = np.swapaxes(kv[..., : n_w * rate, :].reshape(shape), -2, -3)
+        zz = np.swapaxes(z[..., : n_w * rate, :].reshape(shape), -2, -3)
+        return (_softmax(zz + bias, -2) * kk).sum(axis=-2)
+
+    def zero_padded(kv, z, bias, rate):  # the last window filled up with zeros
+        n = kv.shape[-2]
+        n_win = -(-n // rate)
+        pad = [(0, 0)] * (kv.ndim - 2) + [(0, n_win * rate - n), (0, 0)]
+        shape = kv.shape[:-2] + (n_win, rate, kv.shape[-1])
+        zz = np.pad(z, pad).reshape(shape) + bias
+        return (_softmax(zz, -2) * np.pad(kv, pad).reshape(shape)).sum(axis=-2)
+
+    def sigmoid_gate(kv, z, bias, rate):
+        return stack([(k / (1 + np.exp(-(zz + b)))).sum(axis=-2)
+                      for k, zz, b in _windows(kv, z, bias, rate)], 0)
+
+    def logits_pooled(kv, z, bias, rate):  # the weights times the logits, not kv
+        return ref.compress_kv(z, z, bias, rate)
+
     return [
         Mistake("the softmax ran over the channels (axis -1): each channel "
                 "has its own softmax over the window's tokens (axis -2 of a "
@@ -108,6 +130,17 @@ def compress_mistakes() -> list[Mistake]:
         Mistake("the position bias was added to the weights after the "
                 "softmax: add it to the gate logits, then take the softmax.",
                 bias_after),
+        Mistake("the windows are strided: reshaping to (rate, N // rate, d) "
+                "puts tokens w, w + N // rate, ... in window w; window w is "
+                "the consecutive tokens w*rate to w*rate + rate - 1, so "
+                "reshape to (N // rate, rate, d).", strided),
+        Mistake("the last window was padded with zeros and kept: an "
+                "incomplete window makes no entry (N // rate entries, not "
+                "ceil(N / rate)).", zero_padded),
+        Mistake("the gate was a sigmoid: the weights are a softmax over the "
+                "window (they sum to 1 in each channel).", sigmoid_gate),
+        Mistake("the softmax weights multiplied the gate logits: they weigh "
+                "kv, the keys-and-values being pooled.", logits_pooled),
     ]
 
 
@@ -160,6 +193,16 @@ def compressed_mask_mistakes() -> list[Mistake]:
     def token_mask(n, rate):
         return np.tril(np.ones((n, n), dtype=bool))
 
+    def window_start_strict(n, rate):
+        t, w = grid(n, rate)
+        return w * rate < t
+
+    def inverted(n, rate):
+        return ~ref.compressed_causal_mask(n, rate)
+
+    def everything(n, rate):
+        return np.ones((n, n // rate), dtype=bool)
+
     return [
         Mistake("one window too early: query t reads an entry whose window "
                 "it is still inside. Entry w ends at token w*rate + rate - 1; "
@@ -176,6 +219,13 @@ def compressed_mask_mistakes() -> list[Mistake]:
                 "entries (n // rate).", transposed),
         Mistake("this is the token-level causal mask (n, n): the columns are "
                 "the n // rate compressed entries.", token_mask),
+        Mistake("the window's start was compared with t, w*rate < t: "
+                "compare its LAST token, w*rate + rate - 1 <= t (the entry "
+                "holds tokens up to it).", window_start_strict),
+        Mistake("the mask is inverted (True where the query may NOT read): "
+                "here True means may attend.", inverted),
+        Mistake("nothing is masked: query t may read an entry only once its "
+                "whole window lies at or before t.", everything),
     ]
 
 

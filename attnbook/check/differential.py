@@ -38,9 +38,9 @@ def differential_cases() -> list[Case]:
     return out
 
 
-def _softmax(x):
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
+def _softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis, keepdims=True))
+    return e / e.sum(axis, keepdims=True)
 
 
 def _rms(x):
@@ -48,20 +48,25 @@ def _rms(x):
 
 
 def _diff(q1, k1, q2, k2, v, lam, lam_init, *, sign=1, norm="after", factor="1 - init",
-          scale="d", where="weights", axis=-1):
+          scale="d", where="weights", axis=-1, sm_axis=-1, crossed=False,
+          lam_both=False, eps=EPS):
     s = np.sqrt(q1.shape[-1] if scale == "d" else v.shape[-1]) if scale else 1.0
+    if crossed:                                 # q1 with k2, q2 with k1
+        k1, k2 = k2, k1
     s1 = q1 @ np.swapaxes(k1, -1, -2) / s
     s2 = q2 @ np.swapaxes(k2, -1, -2) / s
     if where == "scores":                       # one softmax of the difference
         w = _softmax(s1 - sign * lam * s2)
+    elif lam_both:                              # lambda (softmax_1 - softmax_2)
+        w = lam * (_softmax(s1, sm_axis) - _softmax(s2, sm_axis))
     else:
-        w = _softmax(s1) - sign * lam * _softmax(s2)
+        w = _softmax(s1, sm_axis) - sign * lam * _softmax(s2, sm_axis)
     if norm == "before":
         o = _rms(_softmax(s1) @ v) - sign * lam * _rms(_softmax(s2) @ v)
     else:
         o = w @ v
     if norm == "after":
-        o = o / np.sqrt((o * o).mean(axis, keepdims=True) + EPS)
+        o = o / np.sqrt((o * o).mean(axis, keepdims=True) + eps)
     elif norm == "layer":                       # mean subtracted too
         o = (o - o.mean(-1, keepdims=True)) / np.sqrt(o.var(-1, keepdims=True) + EPS)
     scale_out = {"1 - init": 1 - lam_init, "init": lam_init, "none": 1.0}[factor]
@@ -98,6 +103,21 @@ def differential_mistakes() -> list[Mistake]:
                 wrong(scale="d_v")),
         Mistake("the scores were not scaled: divide them by sqrt(d).",
                 wrong(scale=None)),
+        Mistake("each softmax was taken down the queries (axis -2): each query's "
+                "weights are a softmax over the keys, axis -1.",
+                wrong(sm_axis=-2)),
+        Mistake("the pairs were crossed (q1 with k2, q2 with k1): map 1 is "
+                "softmax(q1 k1^T / sqrt(d)), map 2 softmax(q2 k2^T / "
+                "sqrt(d)).", wrong(crossed=True)),
+        Mistake("lambda multiplied both maps, lambda (softmax_1 - "
+                "softmax_2): only the second map is scaled, softmax_1 - "
+                "lambda softmax_2.", wrong(lam_both=True)),
+        Mistake("the RMSNorm's epsilon is not 1e-5 (1e-6 is Gemma's): "
+                "DiffLlama's head norm adds eps = 1e-5 under the square "
+                "root.", wrong(eps=1e-6)),
+        Mistake("the result came back as (weights, output): return "
+                "(output, weights), the output first.",
+                lambda *args: _diff(*args)[::-1]),
     ]
 
 

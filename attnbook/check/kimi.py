@@ -58,8 +58,13 @@ def _read(s, x):
     return np.einsum("...kv,...k->...v", s, x)          # S^T x: (..., d_v)
 
 
+def _read_t(s, x):
+    return np.einsum("...kv,...v->...k", s, x)          # S x: needs d_k = d_v
+
+
 def _step(state, q, k, v, g, beta, *, decay="rows", forget="before", predict="decayed",
-          read="new", scale=True, exp=np.exp, correct=True):
+          read="new", scale=True, exp=np.exp, correct=True, beta_on=True,
+          read_t=False, write_t=False, scale_by="d_k"):
     g = np.asarray(g, float)
     if decay == "rows":
         d = exp(g)[..., :, None]                        # channel i scales row i
@@ -72,16 +77,22 @@ def _step(state, q, k, v, g, beta, *, decay="rows", forget="before", predict="de
     else:                                               # "token": one number
         d = exp(g.mean(-1))[..., None, None]
     s = d * state if forget == "before" else state
+    read_ = _read_t if read_t else _read
+    b = beta[..., None] if beta_on else 1.0
     if correct:
-        pred = _read(s if predict == "decayed" else state, k)
-        delta = beta[..., None] * (v - pred)
+        pred = read_(s if predict == "decayed" else state, k)
+        delta = b * (v - pred)
     else:
-        delta = beta[..., None] * v
-    new = s + k[..., :, None] * delta[..., None, :]
+        delta = b * v
+    if write_t:                                         # written v k^T
+        new = s + delta[..., :, None] * k[..., None, :]
+    else:
+        new = s + k[..., :, None] * delta[..., None, :]
     if forget == "after":
         new = d * new
-    o = _read({"new": new, "decayed": s}[read], q)
-    return o / np.sqrt(q.shape[-1]) if scale else o, new
+    o = read_({"new": new, "decayed": s}[read], q)
+    width = q.shape[-1] if scale_by == "d_k" else v.shape[-1]
+    return o / np.sqrt(width) if scale else o, new
 
 
 def kimi_step_mistakes() -> list[Mistake]:
@@ -125,6 +136,24 @@ def kimi_step_mistakes() -> list[Mistake]:
         Mistake("the result came back as (new_state, output): return "
                 "(output, new_state), the output first.",
                 lambda *args: _step(*args)[::-1]),
+        Mistake("the output was divided by sqrt(d_v): the scale is "
+                "1/sqrt(d_k), the width of q and k (the two differ from the "
+                "second case on).", wrong(scale_by="d_v")),
+        Mistake("S was read the wrong way round, S x: S is (d_k, d_v), rows "
+                "for key channels, so a read sums over the key axis, S^T x = "
+                "einsum('...kv,...k->...v', S, x); S x only runs when "
+                "d_k = d_v.", wrong(read_t=True)),
+        Mistake("the write was v k^T: S is (d_k, d_v), so the write is the "
+                "outer product k delta^T, k[..., :, None] * delta[..., None, "
+                ":]; v k^T only fits when d_k = d_v.", wrong(write_t=True)),
+        Mistake("beta was left out: the write is beta (v - S^T k), the "
+                "correction scaled by this token's learning rate.",
+                wrong(beta_on=False)),
+        Mistake("the decay was exp(-g): g is already the log of the decay, "
+                "negative, so exp(g) < 1 shrinks the state; exp(-g) > 1 would "
+                "make it grow.", wrong(exp=lambda g: np.exp(-g))),
+        Mistake("the decay was sigmoid(g): g is a log-decay, and the decay "
+                "is exp(g).", wrong(exp=lambda g: 1 / (1 + np.exp(-g)))),
     ]
 
 

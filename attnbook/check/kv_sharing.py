@@ -69,6 +69,16 @@ def kv_source_mistakes() -> list[Mistake]:
     def no_source(types, shared):
         return list(range(len(types) - shared)) + [-1] * shared
 
+    def one_based(types, shared):
+        return [j + 1 for j in ref.kv_source_layers(types, shared)]
+
+    def own_as_minus_one(types, shared):
+        f = first_shared(types, shared)
+        return [-1] * f + ref.kv_source_layers(types, shared)[f:]
+
+    def shared_only(types, shared):
+        return ref.kv_source_layers(types, shared)[first_shared(types, shared):]
+
     return [
         Mistake("every shared layer read the last non-shared layer whatever "
                 "its type: a sliding layer reads a sliding layer's keys and a "
@@ -88,6 +98,12 @@ def kv_source_mistakes() -> list[Mistake]:
                 "not L - n - 1.", one_more),
         Mistake("a shared layer still reads a layer's keys and values: give "
                 "the index of that layer, not -1.", no_source),
+        Mistake("the layers were counted from 1: layer indices start at 0, "
+                "as in layer_types.", one_based),
+        Mistake("a layer that is not shared got -1: it reads its OWN keys "
+                "and values, so its entry is its own index i.", own_as_minus_one),
+        Mistake("only the shared layers are listed: return one entry for "
+                "EVERY layer (L of them), i for the first L - n.", shared_only),
     ]
 
 
@@ -104,8 +120,18 @@ def check_kv_source_layers(fn: Callable) -> Verdict:
 _PARTS = ("k", "v")
 
 
-def _rms(x, scale=None, eps=1e-6):  # noqa: D401
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+def _rms(x, scale=None, eps=1e-6, axis=-1):  # noqa: D401
+    y = x / np.sqrt(np.mean(x * x, axis=axis, keepdims=True) + eps)
+    return y if scale is None else y * scale
+
+
+def _layer_norm(x, scale=None, eps=1e-6):
+    y = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps)
+    return y if scale is None else y * scale
+
+
+def _rms_eps_outside(x, scale=None, eps=1e-6):
+    y = x / (np.sqrt(np.mean(x * x, axis=-1, keepdims=True)) + eps)
     return y if scale is None else y * scale
 
 
@@ -167,6 +193,18 @@ def k_eq_v_mistakes() -> list[Mistake]:
         Mistake("RMSNorm's epsilon (1e-6) was left out: it matters for small "
                 "vectors, divide by sqrt(mean(raw**2) + 1e-6).",
                 lambda r, s, p: (turn(_rms(r, s, 0.0), p), _rms(r, eps=0.0))),
+        Mistake("the key was scaled by (1 + k_scale), as Gemma 2 and 3's "
+                "norms do: Gemma 4's key norm multiplies by k_scale itself.",
+                lambda r, s, p: (turn(_rms(r, 1 + s), p), _rms(r))),
+        Mistake("the RMSNorm ran over the tokens (axis -2): each token's "
+                "vector is normed over its d channels, axis -1.",
+                lambda r, s, p: (turn(_rms(r, s, axis=-2), p), _rms(r, axis=-2))),
+        Mistake("the norm subtracted the mean (a LayerNorm): RMSNorm only "
+                "divides by sqrt(mean(raw**2) + eps).",
+                lambda r, s, p: (turn(_layer_norm(r, s), p), _layer_norm(r))),
+        Mistake("epsilon was added outside the square root: divide by "
+                "sqrt(mean(raw**2) + 1e-6), not sqrt(mean(raw**2)) + 1e-6.",
+                lambda r, s, p: (turn(_rms_eps_outside(r, s), p), _rms_eps_outside(r))),
     ]
 
 

@@ -93,6 +93,16 @@ def _load_wrong(n, start, block, d):
     column_major = np.where((rows < n)[:, None],
                             flat[np.minimum(rows[:, None] + np.arange(d)[None, :] * d,
                                             flat.size - 1)], 0)
+    def at(index):   # the learner's addresses, masked by row, read from memory
+        return np.where((index[0] < n)[:, None],
+                        flat[np.clip(index[1], 0, flat.size - 1)], 0)
+
+    cols = np.arange(d)[None, :]
+    stride_n = at((rows, rows[:, None] + cols * n))
+    block_index = at((start * block + np.arange(block),
+                      (start * block + np.arange(block))[:, None] * d + cols))
+    no_start = at((np.arange(block), np.arange(block)[:, None] * d + cols))
+    stride_block = at((rows, rows[:, None] * block + cols))
     by_column = np.where(start + np.arange(d)[None, :] < n,
                          x[np.minimum(rows, len(x) - 1)], 0) if d == block else None
     return [
@@ -111,6 +121,17 @@ def _load_wrong(n, start, block, d):
          masked(np.arange(block) < n)),
         ("the addresses are column-major: row r, column c of a row-major "
          "(n_rows, D) matrix is at ptr + r * D + c", column_major),
+        ("the columns step by n_rows (ptr + r + c * n_rows, a transposed "
+         "layout): in a row-major (n_rows, D) matrix row r, column c is at "
+         "ptr + r * D + c", stride_n),
+        ("start was taken as a block number (start * BLOCK + tl.arange(0, "
+         "BLOCK)): start is already the first row's index, rows = start + "
+         "tl.arange(0, BLOCK)", block_index),
+        ("start is left out: every call loads rows 0 to BLOCK - 1; the rows "
+         "are start + tl.arange(0, BLOCK)", no_start),
+        ("the rows step by BLOCK (rows[:, None] * BLOCK + cols): a row of "
+         "the matrix is D numbers long, so row r starts at ptr + r * D",
+         stride_block),
     ] + ([] if by_column is None else [
         ("the mask has shape (BLOCK,) and broadcasts along the columns: give "
          "it the rows' axis, rows[:, None] < n_rows, shape (BLOCK, 1)", by_column)])
@@ -170,12 +191,16 @@ def _update_state(seed, first, big=False):
 
 
 def _update(m, l, acc, s, v, *, rescale_l=True, rescale_acc=True, flip=False,
-            keep_max=False, normalise=False, axis=1):
+            keep_max=False, normalise=False, axis=1, p_old=False,
+            alpha_cols=False, l_axis=1, v_t=False, tile_max=False):
     m_new = m if keep_max else np.maximum(m, s.max(axis=axis))
+    if tile_max:
+        m_new = s.max(axis=1)
     alpha = np.exp(m_new - m) if flip else np.exp(m - m_new)
-    p = np.exp(s - m_new[:, None])
-    l_new = (alpha * l if rescale_l else l) + p.sum(axis=1)
-    acc_new = (acc * alpha[:, None] if rescale_acc else acc) + p @ v
+    p = np.exp(s - (m if p_old else m_new)[:, None])
+    l_new = (alpha * l if rescale_l else l) + p.sum(axis=l_axis)
+    a = alpha[None, :] if alpha_cols else alpha[:, None]
+    acc_new = (acc * a if rescale_acc else acc) + p @ (v.T if v_t else v)
     if normalise:
         acc_new = acc_new / l_new[:, None]
     return {"m": m_new, "l": l_new, "acc": acc_new}
@@ -213,6 +238,21 @@ def _update_wrong(*state):
             ("the accumulator is divided by l at every tile: keep it "
              "unnormalised, and divide once, after the last tile",
              _update(*state, normalise=True)),
+            ("p was taken against the OLD maximum, exp(s - m): take it "
+             "against the new one, p = exp(s - m_new[:, None]), the maximum "
+             "l_new and acc_new are both measured against",
+             _update(*state, p_old=True)),
+            ("alpha rescaled the columns of acc (alpha[None, :]): alpha has "
+             "one number per row, a query; acc * alpha[:, None]",
+             _update(*state, alpha_cols=True)),
+            ("l summed p down the columns (tl.sum(p, 0)): each row's sum runs "
+             "over its keys, tl.sum(p, 1)", _update(*state, l_axis=0)),
+            ("acc added p times v transposed: the tile of outputs is p @ v, "
+             "tl.dot(p, v), (16 queries, 16 keys) times (16 keys, 16 "
+             "features)", _update(*state, v_t=True)),
+            ("m_new is this tile's maximum alone (tl.max(s, 1)): the running "
+             "maximum keeps the earlier tiles' too, tl.maximum(m, tl.max(s, "
+             "1))", _update(*state, tile_max=True)),
         ]
 
 
@@ -224,12 +264,19 @@ def _call_update(fn, case):
     return {"m": m.numpy(), "l": l.numpy(), "acc": acc.numpy()}
 
 
+def _update_error(exc, case):
+    if "shape" in str(exc).lower():
+        return ("return (m_new, l_new, acc_new) in this order: m_new and "
+                "l_new have shape (16,), acc_new (16, 16)")
+    return None
+
+
 def check_online_update(fn: Callable) -> Verdict:
     """Check ``online_update(m, l, acc, s, v) -> (m_new, l_new, acc_new)``: one
     key tile of the forward kernel (scores s, already scaled and masked)."""
     return run_cases(fn, online_update_cases(), "check_online_update",
                      call=_call_update, rtol=1e-5, atol=1e-5,
-                     mistakes=lambda c: [Mistake(h, parts=w)
+                     on_error=_update_error, mistakes=lambda c: [Mistake(h, parts=w)
                                          for h, w in _update_wrong(*c.args)])
 
 
@@ -293,7 +340,34 @@ def _causal_wrong(n, bq, bk):
         ("the end counts key blocks of the query block's size wrong: it is "
          "tl.minimum((i + 1) * BLOCK_Q, N), a row index, whatever BLOCK_K is",
          _causal_run(n, bq, bk, lambda i: (i + 1) * bk)),
+        ("the end is a number of tiles (i + 1): range(0, end, BLOCK_K) counts "
+         "keys, so the end is a key index, tl.minimum((i + 1) * BLOCK_Q, N)",
+         _causal_run(n, bq, bk, lambda i: i + 1)),
+        ("a key too many, even capped: tl.minimum((i + 1) * BLOCK_Q + 1, N) "
+         "reaches key (i + 1) * BLOCK_Q, in the future of every row of "
+         "block i, and visits a tile more than needed",
+         _causal_run(n, bq, bk, lambda i: min((i + 1) * bq + 1, n))),
+        ("capped at N - 1: the end is exclusive, so the last key, N - 1, "
+         "needs an end of N; tl.minimum((i + 1) * BLOCK_Q, N)",
+         _causal_run(n, bq, bk, lambda i: min((i + 1) * bq, n - 1))),
     ]
+
+
+def _causal_mistakes(case):
+    """The wrong ends whose first failing case this is (a learner's end that
+    passed the earlier cases is none of the others: capped at N - 1 and the
+    diagonal skipped agree on N = 1)."""
+    cases = causal_key_end_cases()
+    index = next(i for i, c in enumerate(cases) if c.label == case.label)
+
+    def right_on(parts, c):
+        return all(np.allclose(parts[k], v, rtol=1e-5, atol=1e-5)
+                   for k, v in c.expected.items())
+
+    earlier = [_causal_wrong(*c.args) for c in cases[:index]]
+    return [Mistake(hint, parts=wrong)
+            for k, (hint, wrong) in enumerate(_causal_wrong(*case.args))
+            if all(right_on(e[k][1], c) for e, c in zip(earlier, cases))]
 
 
 def _call_causal(fn, case):
@@ -315,8 +389,7 @@ def check_causal_key_end(fn: Callable) -> Verdict:
     (exclusive) under a causal mask, the tiles after it all in the future."""
     return run_cases(fn, causal_key_end_cases(), "check_causal_key_end",
                      call=_call_causal, rtol=1e-5, atol=1e-5,
-                     mistakes=lambda c: [Mistake(h, parts=w)
-                                         for h, w in _causal_wrong(*c.args)])
+                     mistakes=_causal_mistakes)
 
 
 # --- D_i = rowsum(dO * O) -------------------------------------------------
@@ -354,6 +427,16 @@ def _dots_wrong(block, d, seed):
          np.full(block, (do * o).sum(), np.float32)),
         ("scaled by 1 / sqrt(d): D_i has no scale (it comes from dO and O, "
          "not from the scores)", (do * o).sum(axis=1) / np.sqrt(d)),
+    ]
+    wrong += [
+        ("the sign is flipped: D_i = +rowsum(dO_i * O_i); the minus sign "
+         "comes later, in dS = P * (dP - D)", -(do * o).sum(axis=1)),
+        ("the tile of dO multiplied by itself: D_i multiplies dO by O, element by element, "
+         "tl.sum(do * o, 1)", (do * do).sum(axis=1)),
+        ("the tile of O multiplied by itself: D_i multiplies dO by O, element by element, "
+         "tl.sum(do * o, 1)", (o * o).sum(axis=1)),
+        ("averaged over the D columns: D_i is the sum of dO_ic * O_ic, not "
+         "its mean", (do * o).sum(axis=1) / d),
     ]
     if block == d:   # summed down the columns: same shape only on a square tile
         wrong.append(("summed over axis 0 (down the columns): D has one number "
