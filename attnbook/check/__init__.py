@@ -16,6 +16,8 @@ Part VIII: sinks (19)           :mod:`attnbook.check.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.check.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.check.sparse`
 Part VIII: linear (22)          :mod:`attnbook.check.linear`
+Part IX: serving (24, 24b)      :mod:`attnbook.check.serving`
+Part IX: distributed (25)       :mod:`attnbook.check.distributed`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -28,6 +30,7 @@ raises on a learner's answer, and returns a Verdict, true on a pass.
 
 from .._kit import seal_checkers as _seal_checkers
 from ..checking import Case, Mistake, Verdict, run_cases
+from .distributed import check_ring_attention, check_zigzag_positions
 from .fast import (check_attention_flops, check_causal_tiles, check_flash_backward,
                    check_merge_states)
 from .gqa import check_gqa
@@ -42,6 +45,7 @@ from .qk_norm import check_gated_output, check_qk_norm_queries, check_soft_cap
 from .pytorch import check_mha_attn_mask, check_torch_attention
 from .rope import check_rope
 from .sinks import check_attention_with_sinks, check_reach_after_layers
+from .serving import check_paged_attention, check_varlen_attention
 from .sparse import check_topk_mask
 from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
@@ -67,6 +71,9 @@ __all__ = [
     "check_attention_with_sinks", "check_reach_after_layers",
     "check_soft_cap", "check_qk_norm_queries", "check_gated_output",
     "check_topk_mask", "check_delta_rule_step", "check_hybrid_bytes",
+    # Part IX
+    "check_paged_attention", "check_varlen_attention", "check_ring_attention",
+    "check_zigzag_positions",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -108,6 +115,10 @@ ANSWER_KEY = {
     "check_topk_mask": ["topk_mask"],
     "check_delta_rule_step": ["delta_rule_step"],
     "check_hybrid_bytes": [],
+    "check_paged_attention": ["paged_attention", "gather_pages"],
+    "check_varlen_attention": ["varlen_attention"],
+    "check_ring_attention": ["ring_attention"],
+    "check_zigzag_positions": ["shard_positions"],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

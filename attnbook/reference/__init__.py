@@ -37,6 +37,8 @@ Part VIII: sinks (19)           :mod:`attnbook.reference.sinks`
 Part VIII: QK-norm, gates (20)  :mod:`attnbook.reference.qk_norm`
 Part VIII: sparse (21)          :mod:`attnbook.reference.sparse`
 Part VIII: linear (22)          :mod:`attnbook.reference.linear`
+Part IX: serving (24, 24b)      :mod:`attnbook.reference.serving`
+Part IX: distributed (25)       :mod:`attnbook.reference.distributed`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -44,6 +46,9 @@ which imports nothing of the package: no module here imports this facade.
 """
 
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .distributed import (all_to_all, causal_pairs, communication_bytes,
+                          ring_attention, ring_schedule, shard_positions,
+                          ulysses_attention)
 from .fast import (attention_state, flash_attention, flash_attention_backward,
                    merge_attention_states, online_softmax_state)
 from .gqa import grouped_query_attention, llama_attention
@@ -58,6 +63,8 @@ from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
                       split_query_gate)
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
+from .serving import (BlockPool, chunked_prefill, gather_pages, paged_attention,
+                      simulate_batching, varlen_attention)
 from .sparse import indexer_scores, topk_mask, topk_sparse_attention
 
 __all__ = [
@@ -79,4 +86,8 @@ __all__ = [
     "soft_cap", "split_query_gate", "gated_attention_output", "qk_norm_attention",
     "indexer_scores", "topk_mask", "topk_sparse_attention",
     "linear_attention", "delta_rule_step", "gated_delta_rule", "chunked_gated_delta_rule",
+    # Part IX
+    "paged_attention", "gather_pages", "BlockPool", "varlen_attention", "chunked_prefill",
+    "simulate_batching", "shard_positions", "ring_schedule", "causal_pairs",
+    "ring_attention", "all_to_all", "ulysses_attention", "communication_bytes",
 ]
