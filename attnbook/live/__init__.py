@@ -49,7 +49,7 @@ TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain", "SoftCapBars",
-           "TopKKeep",
+           "TopKKeep", "RingSteps",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
@@ -504,9 +504,50 @@ if anywidget is not None:
             w, out = self.row(control)
             return [_fixed(x, 2) for x in w] + [_fixed(out, 3)]
 
+    class RingSteps(SliderFigure):
+        """Chapter 25: ring attention's steps under a causal mask, for the
+        contiguous and the zigzag split: which key/value shard each rank
+        holds at step s, the pairs each tile keeps, each rank's work so far."""
+        js_file = "ring_steps.js"
+        description = "ring attention step by step, the step s on a slider"
+        readout_digits = 0
+        pairs = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
+        pairs_zigzag = traitlets.List(
+            traitlets.List(traitlets.Int())).tag(sync=True)
+
+        def __init__(self, n, n_shards, *, step=0):
+            contiguous = ref.causal_pairs(n, n_shards)
+            zigzag = ref.causal_pairs(n, n_shards, zigzag=True)
+            super().__init__(pairs=contiguous.tolist(),
+                             pairs_zigzag=zigzag.tolist(), value=step, min=0,
+                             max=n_shards - 1, step=1)
+
+        def work(self, step=None, zigzag=False):
+            """(P,) pairs each rank has computed after ``step``."""
+            s = int(round(self.value if step is None else step))
+            pairs = np.array(self.pairs_zigzag if zigzag else self.pairs)
+            p = len(pairs)
+            done = np.zeros(p, dtype=int)
+            for t in range(s + 1):
+                held = ref.ring_schedule(p, t)
+                done += pairs[np.arange(p), held]
+            return done
+
+        def numbers(self, control=None):
+            s = int(round(self.value if control is None else control))
+            p = len(self.pairs)
+            out = [str(j) for j in ref.ring_schedule(p, s)]
+            for zigzag in (False, True):
+                pairs = self.pairs_zigzag if zigzag else self.pairs
+                work = self.work(s, zigzag)
+                for r in range(p):
+                    out += [str(n) for n in pairs[r] if n > 0]
+                    out.append(str(work[r]))
+            return out
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
                KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars,
-               TopKKeep]
+               TopKKeep, RingSteps]
 
 
 # --- the live figures stored in a notebook (their state: state.py) ---
