@@ -31,6 +31,7 @@ ZIGZAG = {
     "chunk r paired with chunk P - 1 - r": "paired with chunk P - 1 - r",
     "chunk r paired with chunk r + P": "paired with chunk r + P",
     "contiguous split": "contiguous split",
+    "late chunk first (not ascending)": "late chunk first",
 }
 CHECKERS = [
     (check.check_paged_attention, check_serving.paged_mistakes, check_serving.paged_cases,

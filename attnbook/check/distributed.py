@@ -101,6 +101,10 @@ def zigzag_mistakes() -> list[Mistake]:
     def contiguous(n, p):
         return ref.shard_positions(n, p)
 
+    def late_first(n, p):
+        return [np.r_[pos[len(pos) // 2:], pos[:len(pos) // 2]]
+                for pos in ref.shard_positions(n, p, zigzag=True)]
+
     return [
         Mistake("rank r was paired with chunk P - 1 - r: with 2P chunks the "
                 "partner of chunk r is chunk 2P - 1 - r (the first with the "
@@ -113,6 +117,9 @@ def zigzag_mistakes() -> list[Mistake]:
         Mistake("this is the contiguous split (rank r holds one block of N/P "
                 "tokens): cut N into 2P chunks and give rank r chunks r and "
                 "2P - 1 - r.", contiguous),
+        Mistake("the right chunks, but the late chunk first: give each rank's "
+                "positions in ascending order (the early chunk, then the late "
+                "one), the order its tokens have in the sequence.", late_first),
     ]
 
 
