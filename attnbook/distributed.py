@@ -173,14 +173,28 @@ def _worker(rank, world, port, job, args, out_dir):
         dist.destroy_process_group()
 
 
-def run(job, world, *args, timeout=60.0):
+def run(job, world, *args, timeout=60.0, attempts=2):
     """Run ``job(rank, world, *args)`` on ``world`` new processes (gloo over
     127.0.0.1) and return the list of what each returned, by rank.
 
     ``job`` must be importable (a module-level function). Bounded: after
     ``timeout`` seconds every process still alive is terminated and
-    TimeoutError raised; a process that fails raises here.
+    TimeoutError raised. A failed start (the free port taken by another
+    program between its choice and its use) is tried again on a new port, up
+    to ``attempts`` times; a job that fails raises here.
     """
+    for attempt in range(attempts):
+        try:
+            return _run_once(job, world, args, timeout)
+        except TimeoutError:
+            raise
+        except Exception as exc:
+            if attempt == attempts - 1 or "address already in use" not in \
+                    str(exc).lower():
+                raise
+
+
+def _run_once(job, world, args, timeout):
     import multiprocessing
 
     import torch.multiprocessing as mp
