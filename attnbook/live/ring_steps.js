@@ -41,8 +41,8 @@ function ringGrid(pairs, step, title) {
         stroke: now ? "#e66101" : "#999999", "stroke-width": now ? 3 : 1 }));
       if (skipped) {
         svg.appendChild(svgEl("text", { x: x + cell / 2, y: y + cell / 2 + 4,
-          "text-anchor": "middle", class: "attnbook-live-hidden" },
-          tr("skip", "跳过")));
+          "text-anchor": "middle", class: "attnbook-live-label",
+          fill: "#404040" }, tr("skip", "跳过")));  // >= 10 px at zoom 200 %
       } else {
         numberText(svg, { x: x + cell / 2, y: y + cell / 2 + 4,
           "text-anchor": "middle", class: "attnbook-live-cell",
