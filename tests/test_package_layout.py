@@ -152,3 +152,16 @@ def test_every_checker_says_which_answer_key_functions_its_exercise_asks_for():
     assert set(checkers) == set(check.ANSWER_KEY), set(checkers) ^ set(check.ANSWER_KEY)
     for names in check.ANSWER_KEY.values():
         assert all(callable(getattr(reference, n)) for n in names), names
+
+
+def test_every_subpackage_is_installed():
+    """pyproject.toml lists the packages setuptools installs: a subpackage left out works in
+    the editable install of the book and is missing from a wheel (the student kit, Colab)."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")
+             if "_kit_data" not in p.parts}
+    assert found == listed, f"in the tree, not listed: {sorted(found - listed)}; " \
+                            f"listed, not in the tree: {sorted(listed - found)}"

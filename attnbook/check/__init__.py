@@ -21,6 +21,8 @@ Part VIII: Gemma 4 (19b)        :mod:`attnbook.check.kv_sharing`
 Part VIII: DeepSeek-V4 (21b)    :mod:`attnbook.check.compressed`
 Part VIII: differential (20b)   :mod:`attnbook.check.differential`
 Part VIII: Kimi's KDA (22c)     :mod:`attnbook.check.kimi`
+Part IX: serving (24, 24b)      :mod:`attnbook.check.serving`
+Part IX: distributed (25)       :mod:`attnbook.check.distributed`
 ==============================  ==========================================
 
 Every checker is written the same way, on :mod:`attnbook.checking`: its
@@ -34,6 +36,7 @@ raises on a learner's answer, and returns a Verdict, true on a pass.
 from .._kit import seal_checkers as _seal_checkers
 from ..checking import Case, Mistake, Verdict, run_cases
 from .compressed import check_compress_kv, check_compressed_causal_mask
+from .distributed import check_ring_attention, check_zigzag_positions
 from .fast import (check_attention_flops, check_causal_tiles, check_flash_backward,
                    check_merge_states)
 from .gqa import check_gqa
@@ -51,6 +54,7 @@ from .rope import check_rope
 from .triton_kernels import (check_causal_key_end, check_load_tile, check_online_update,
                              check_row_dots)
 from .sinks import check_attention_with_sinks, check_reach_after_layers
+from .serving import check_paged_attention, check_varlen_attention
 from .sparse import check_topk_mask
 from .self_attention import (check_causal_mask, check_cross_attention,
                              check_padding_mask, check_self_attention_batched)
@@ -82,6 +86,9 @@ __all__ = [
     "check_compress_kv", "check_compressed_causal_mask",
     "check_kv_source_layers", "check_k_eq_v_key_value",
     "check_differential_attention", "check_kimi_delta_step",
+    # Part IX
+    "check_paged_attention", "check_varlen_attention", "check_ring_attention",
+    "check_zigzag_positions",
 ]
 
 # The answer-key functions each checker's exercise asks a learner to write: a student kit
@@ -133,6 +140,10 @@ ANSWER_KEY = {
     "check_k_eq_v_key_value": [],
     "check_differential_attention": ["differential_attention"],
     "check_kimi_delta_step": ["kimi_delta_rule"],
+    "check_paged_attention": ["paged_attention"],
+    "check_varlen_attention": ["varlen_attention"],
+    "check_ring_attention": ["ring_attention"],
+    "check_zigzag_positions": [],
 }
 
 _seal_checkers(globals())  # in a student kit: the kit's checkers run on the cases they carry

@@ -26,7 +26,9 @@ Adding a figure: write ``attnbook/live/<name>.js`` (a ``render({model, el})``
 that uses the core's helpers and marks its numbers with
 ``data-live-number``; ``export default { render }``), and a small class
 here that sets ``js_file``, declares the data as synced traits and
-implements ``numbers``. Then add it to :data:`FIGURES`.
+implements ``numbers``. Then add it to :data:`FIGURES`. The base classes
+(:class:`LiveFigure`, :class:`SliderFigure`) and the helpers every figure uses
+are in :mod:`attnbook.live.base`.
 
 :func:`tidy_widget_state` is what ``make outputs`` keeps of the widget
 state: the state of the live figures shown in the notebook, with model ids
@@ -45,130 +47,20 @@ from .. import reference as ref
 
 HERE = Path(__file__).resolve().parent
 from .state import WIDGET_STATE, WIDGET_VIEW, is_live_figure, tidy_widget_state  # noqa: F401,E402
+from .base import _fixed, anywidget, css_source, esm_source, notebook_language  # noqa: F401,E402
 TAG = "live-figure"
 
 __all__ = ["LiveFigure", "SliderFigure", "TemperatureBars", "InputScale",
            "QueryLookup", "MaskEditor", "KVCacheSizes", "FlashBlocks", "SinkDrain", "SoftCapBars",
-           "TopKKeep", "CompressRate", "KimiChannelDecay",
+           "TopKKeep", "CompressRate", "KimiChannelDecay", "RingSteps",
            "FIGURES", "esm_source", "css_source", "tidy_widget_state",
            "is_live_figure", "TAG", "figure_class", "figures_in"]
 
 
-def esm_source(js_file: str) -> str:
-    """The ES module of a figure: the shared core, then the figure's file."""
-    core = (HERE / "core.js").read_text(encoding="utf-8")
-    own = (HERE / js_file).read_text(encoding="utf-8")
-    return core.rstrip("\n") + "\n\n" + own
-
-
-def css_source() -> str:
-    """The style sheet every live figure carries."""
-    return (HERE / "live.css").read_text(encoding="utf-8")
-
-
-def notebook_language() -> str:
-    """"zh" when the running notebook is one of the Chinese edition's (zh/chapters/...), else "en".
-
-    Jupyter servers tell the kernel which notebook it runs (JPY_SESSION_NAME, the notebook's
-    path); without it (nbconvert, nbval, a script) the answer is "en".
-    """
-    import os
-
-    path = os.environ.get("JPY_SESSION_NAME", "").replace("\\", "/")
-    return "zh" if path.startswith("zh/") or "/zh/" in path else "en"
-
-
-def _fixed(x: float, digits: int) -> str:
-    """Python's formatting, as the JavaScript core's pyFixed reproduces it."""
-    return f"{float(x):.{digits}f}"
-
-
-try:  # anywidget is in requirements.txt; without it the module still imports
-    import anywidget
-    import traitlets
-except ModuleNotFoundError:  # pragma: no cover
-    anywidget = None
-
 if anywidget is not None:
+    import traitlets
 
-    class LiveFigure(anywidget.AnyWidget):
-        """Base class of the live figures (see the module's docstring).
-
-        A subclass sets ``js_file`` (its JavaScript, in this folder) and
-        implements :meth:`numbers`.
-        """
-
-        js_file = ""
-        description = "a live figure"
-        # The language of the figure's own words in JupyterLab (on the site, the page's
-        # lang decides): "zh" in a notebook of the Chinese edition (zh/...).
-        lang = traitlets.Unicode().tag(sync=True)
-
-        @traitlets.default("lang")
-        def _lang_default(self):
-            return notebook_language()
-
-        def __init_subclass__(cls, **kwargs):
-            super().__init_subclass__(**kwargs)
-            # only where the class body names its file (add_traits makes
-            # subclasses on the fly, whose _esm is then a trait)
-            if "js_file" in cls.__dict__ and cls.js_file:
-                cls._esm = esm_source(cls.js_file)
-                cls._css = css_source()
-
-        def numbers(self, control=None) -> list[str]:
-            """The numbers the figure shows at ``control``, computed in Python."""
-            raise NotImplementedError
-
-        @classmethod
-        def from_state(cls, state: dict):
-            """The figure whose stored widget state is ``state`` (no checks)."""
-            obj = cls.__new__(cls)
-            own = set(cls.class_trait_names(sync=True)) - set(
-                anywidget.AnyWidget.class_trait_names(sync=True))
-            anywidget.AnyWidget.__init__(
-                obj, **{n: state[n] for n in own if n in state})
-            return obj
-
-        def __repr__(self):
-            return f"{type(self).__name__}: {self.description}"
-
-        def _ipython_display_(self):
-            from IPython.display import HTML, display
-
-            # what a reader with JavaScript off sees on the site, instead of
-            # an empty box (with JavaScript on, a <noscript> shows nothing)
-            display(HTML(
-                "<noscript data-attnbook-live><p><em>This live figure needs "
-                "JavaScript. Without it, the chapter's static figures show "
-                "the same computation at fixed settings.</em></p>"
-                "</noscript>"))
-            bundle = self._repr_mimebundle_()
-            data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
-            display(data, metadata=meta, raw=True)
-
-    class SliderFigure(LiveFigure):
-        """A live figure with one slider: ``value`` in [min, max] by step."""
-
-        value = traitlets.Float().tag(sync=True)
-        min = traitlets.Float().tag(sync=True)
-        max = traitlets.Float().tag(sync=True)
-        step = traitlets.Float().tag(sync=True)
-
-        def __init__(self, *, value, min, max, step, **kwargs):
-            if not (min <= value <= max) or step <= 0:
-                raise ValueError(f"need min <= value <= max and step > 0, got "
-                                 f"{min}, {value}, {max}, step {step}")
-            super().__init__(value=value, min=min, max=max, step=step, **kwargs)
-
-        def control_values(self) -> list[float]:
-            """Every value the slider can take, as the browser gives them."""
-            n = round((self.max - self.min) / self.step)
-            return [round(self.min + k * self.step, 10) for k in range(n + 1)]
-
-        def __repr__(self):
-            return (f"{type(self).__name__}: {self.description} "
-                    f"(value {self.value:g})")
+    from .base import LiveFigure, SliderFigure
 
     class TemperatureBars(SliderFigure):
         """Chapter 04: softmax(z / t) as bars and its entropy, t on a slider."""
@@ -583,9 +475,50 @@ if anywidget is not None:
             return ([_fixed(x, 2) for x in kept]
                     + [_fixed(kept.max(), 3), _fixed(kept.min(), 3), _fixed(one, 3)])
 
+    class RingSteps(SliderFigure):
+        """Chapter 25: ring attention's steps under a causal mask, for the
+        contiguous and the zigzag split: which key/value shard each rank
+        holds at step s, the pairs each tile keeps, each rank's work so far."""
+        js_file = "ring_steps.js"
+        description = "ring attention step by step, the step s on a slider"
+        readout_digits = 0
+        pairs = traitlets.List(traitlets.List(traitlets.Int())).tag(sync=True)
+        pairs_zigzag = traitlets.List(
+            traitlets.List(traitlets.Int())).tag(sync=True)
+
+        def __init__(self, n, n_shards, *, step=0):
+            contiguous = ref.causal_pairs(n, n_shards)
+            zigzag = ref.causal_pairs(n, n_shards, zigzag=True)
+            super().__init__(pairs=contiguous.tolist(),
+                             pairs_zigzag=zigzag.tolist(), value=step, min=0,
+                             max=n_shards - 1, step=1)
+
+        def work(self, step=None, zigzag=False):
+            """(P,) pairs each rank has computed after ``step``."""
+            s = int(round(self.value if step is None else step))
+            pairs = np.array(self.pairs_zigzag if zigzag else self.pairs)
+            p = len(pairs)
+            done = np.zeros(p, dtype=int)
+            for t in range(s + 1):
+                held = ref.ring_schedule(p, t)
+                done += pairs[np.arange(p), held]
+            return done
+
+        def numbers(self, control=None):
+            s = int(round(self.value if control is None else control))
+            p = len(self.pairs)
+            out = [str(j) for j in ref.ring_schedule(p, s)]
+            for zigzag in (False, True):
+                pairs = self.pairs_zigzag if zigzag else self.pairs
+                work = self.work(s, zigzag)
+                for r in range(p):
+                    out += [str(n) for n in pairs[r] if n > 0]
+                    out.append(str(work[r]))
+            return out
+
     FIGURES = [TemperatureBars, InputScale, QueryLookup, MaskEditor,
                KVCacheSizes, FlashBlocks, SinkDrain, SoftCapBars,
-               TopKKeep, CompressRate, KimiChannelDecay]
+               TopKKeep, CompressRate, KimiChannelDecay, RingSteps]
 
 
 # --- the live figures stored in a notebook (their state: state.py) ---

@@ -41,6 +41,8 @@ Part VIII: Gemma 4 (19b)        :mod:`attnbook.reference.kv_sharing`
 Part VIII: DeepSeek-V4 (21b)    :mod:`attnbook.reference.compressed`
 Part VIII: differential (20b)   :mod:`attnbook.reference.differential`
 Part VIII: Kimi's KDA (22c)     :mod:`attnbook.reference.kimi`
+Part IX: serving (24, 24b)      :mod:`attnbook.reference.serving`
+Part IX: distributed (25)       :mod:`attnbook.reference.distributed`
 ==============================  ==========================================
 
 Shared validation (arrays, masks, weights) is in :mod:`attnbook.validate`,
@@ -48,6 +50,9 @@ which imports nothing of the package: no module here imports this facade.
 """
 
 from .attention import causal_mask, padding_mask, scaled_dot_product_attention, softmax
+from .distributed import (all_to_all, causal_pairs, communication_bytes,
+                          ring_attention, ring_schedule, shard_positions,
+                          ulysses_attention)
 from .fast import (attention_state, flash_attention, flash_attention_backward,
                    merge_attention_states, online_softmax_state)
 from .gqa import grouped_query_attention, llama_attention
@@ -62,6 +67,8 @@ from .qk_norm import (gated_attention_output, qk_norm_attention, soft_cap,
                       split_query_gate)
 from .rope import rope, rope_angles
 from .sinks import attention_with_sinks, reach_after_layers
+from .serving import (BlockPool, chunked_prefill, gather_pages, paged_attention,
+                      simulate_batching, varlen_attention)
 from .sparse import indexer_scores, topk_mask, topk_sparse_attention
 from .compressed import (compress_kv, compress_kv_overlapping, compressed_causal_mask,
                          deepseek_v4_attention, grouped_output_projection, rope_tail)
@@ -95,4 +102,8 @@ __all__ = [
     "proportional_rope", "gemma4_attention", "kv_source_layers", "kv_cache_numbers",
     "differential_lambda_init", "differential_lambda", "differential_attention",
     "kimi_delta_rule", "chunked_kimi_delta_rule",
+    # Part IX
+    "paged_attention", "gather_pages", "BlockPool", "varlen_attention", "chunked_prefill",
+    "simulate_batching", "shard_positions", "ring_schedule", "causal_pairs",
+    "ring_attention", "all_to_all", "ulysses_attention", "communication_bytes",
 ]
