@@ -35,16 +35,19 @@ def test_simd_off_setting_turns_every_dispatched_extension_off():
 
 
 def test_make_test_runs_the_notebooks_again_with_dispatch_off():
-    plan = subprocess.run(["make", "-n", "test"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    plan = subprocess.run(["make", "--no-print-directory", "-n", "test"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120).stdout
     second = plan[plan.index("simd-off"):]
     assert 'NPY_DISABLE_CPU_FEATURES="$off"' in second
     assert "--nbval" in second and second.rstrip().endswith("chapters; fi")
 
 
 def _make_env(home):
-    out = subprocess.run(["make", "-s", "env"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=120, env=dict(os.environ, HOME=home)).stdout
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")}
+    out = subprocess.run(["make", "--no-print-directory", "-s", "env"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120,
+                         env=dict(env, HOME=home)).stdout
     return dict(line.split("=", 1) for line in out.splitlines()
                 if line.split("=", 1)[0] in ("MPLCONFIGDIR", "IPYTHONDIR",
                                              "JUPYTER_RUNTIME_DIR"))
@@ -77,7 +80,8 @@ def test_an_older_python_is_refused_before_anything_installs(tmp_path, version):
     fake.write_text(f"#!/bin/sh\n[ \"$1\" = -V ] && echo 'Python {version}.0' && exit 0\n"
                     "exit 1\n", encoding="utf-8")
     fake.chmod(0o755)
-    proc = subprocess.run(["make", "-s", "venv", f"PYTHON={fake}", f"VENV={tmp_path}/venv"],
+    proc = subprocess.run(["make", "--no-print-directory", "-s", "venv", f"PYTHON={fake}",
+                           f"VENV={tmp_path}/venv"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "needs Python 3.11 or newer" in proc.stdout
     assert f"Python {version}.0" in proc.stdout and not (tmp_path / "venv").exists()
