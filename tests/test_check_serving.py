@@ -17,21 +17,32 @@ PAGED = {
     "seq_lens + 1 tokens read": "one token too many",
     "query head h reads KV head h % H_kv": "wrong KV head",
     "no 1/sqrt(d) scale": "not scaled",
+    "block table ignored (block j read from page j)": "block table is not used",
 }
 VARLEN = {
     "one causal mask over the packed batch": "whole packed batch",
     "causal mask aligned top-left": "aligned top-left",
     "no causal mask": "no causal mask",
+    "no 1/sqrt(d) scale": "not scaled",
+    "keys cut with cu_seqlens_q": "keys were cut with cu_seqlens_q",
+    "output reshaped (H, n, d) -> (n, H, d), not transposed": "reshaped from",
 }
 RING = {
     "merge without rescaling": "without rescaling",
     "causal mask per shard as if each shard started at 0": "started at position 0",
+    "causal: earlier shards skipped, later ones kept": "wrong side of the diagonal",
+    "causal: diagonal tile without a mask": "diagonal tile (j == r) has no",
+    "merge rescales o but not l": "o was rescaled but l was not",
+    "mean of the shards' outputs o_j / l_j": "outputs o_j / l_j were averaged",
 }
 ZIGZAG = {
     "chunk r paired with chunk P - 1 - r": "paired with chunk P - 1 - r",
     "chunk r paired with chunk r + P": "paired with chunk r + P",
     "contiguous split": "contiguous split",
     "late chunk first (not ascending)": "late chunk first",
+    "striped split (r, r + P, ...)": "striped split",
+    "chunk r paired with chunk 2P - r": "paired with chunk 2P - r",
+    "chunks of N/P tokens": "chunks hold N/P tokens",
 }
 CHECKERS = [
     (check.check_paged_attention, check_serving.paged_mistakes, check_serving.paged_cases,

@@ -29,7 +29,8 @@ def ring_cases() -> list[Case]:
     return out
 
 
-def _ring(q, k, v, n_shards, causal=False, *, local_mask=False, rescale=True):
+def _ring(q, k, v, n_shards, causal=False, *, local_mask=False, rescale=True,
+          keep_later=False, diagonal_unmasked=False, merge="lse"):
     n = q.shape[-2]
     c = n // n_shards
     out = np.zeros(q.shape[:-1] + (v.shape[-1],))
@@ -45,11 +46,20 @@ def _ring(q, k, v, n_shards, causal=False, *, local_mask=False, rescale=True):
             if causal and local_mask:          # every tile as if it began at 0
                 mask = ref.causal_mask(c)
             elif causal:
-                if j > r:
+                if (j < r) if keep_later else (j > r):
                     continue
-                mask = ref.causal_mask(c) if j == r else None
+                if j == r and not diagonal_unmasked:
+                    mask = ref.causal_mask(c)
             mj, lj, oj = ref.attention_state(qr, kj, vj, mask)
-            if rescale:
+            if merge == "l not rescaled":
+                m_new = np.maximum(m, mj)
+                l = l + lj
+                o = (np.exp(m - m_new)[..., None] * o
+                     + np.exp(mj - m_new)[..., None] * oj)
+                m = m_new
+            elif merge == "mean":              # mean of the shards' outputs
+                o, l = o + oj / lj[..., None], l + 1
+            elif rescale:
                 m, l, o = ref.merge_attention_states((m, l, o), (mj, lj, oj))
             else:                              # sums of unrelated exponentials
                 m, l, o = np.maximum(m, mj), l + lj, o + oj
@@ -69,6 +79,24 @@ def ring_mistakes() -> list[Mistake]:
                 "positions (query at r*n/P + i, key at j*n/P + t): a tile "
                 "of an earlier shard is all visible, a later one all hidden.",
                 lambda *a, **kw: _ring(*a, **kw, local_mask=True)),
+        Mistake("the wrong side of the diagonal was skipped: query r*n/P + i "
+                "sees keys at positions up to its own, so the shards before "
+                "rank r (j < r) are all visible and the later ones (j > r) "
+                "are skipped.",
+                lambda *a, **kw: _ring(*a, **kw, keep_later=True)),
+        Mistake("the diagonal tile (j == r) has no causal mask: there a "
+                "query sees only keys at or before its own position, "
+                "ref.causal_mask(n/P).",
+                lambda *a, **kw: _ring(*a, **kw, diagonal_unmasked=True)),
+        Mistake("o was rescaled but l was not: the sum of weights l needs "
+                "the same factors, l = exp(m - m_new) * l + exp(m_j - m_new) "
+                "* l_j.",
+                lambda *a, **kw: _ring(*a, **kw, merge="l not rescaled")),
+        Mistake("the shards' outputs o_j / l_j were averaged: each shard's "
+                "weights sum to 1 on their own, but a shard counts in "
+                "proportion to its sum of exponentials; merge the states "
+                "(m, l, o) and divide once at the end.",
+                lambda *a, **kw: _ring(*a, **kw, merge="mean")),
     ]
 
 
@@ -105,6 +133,15 @@ def zigzag_mistakes() -> list[Mistake]:
         return [np.r_[pos[len(pos) // 2:], pos[:len(pos) // 2]]
                 for pos in ref.shard_positions(n, p, zigzag=True)]
 
+    def striped(n, p):
+        return [np.arange(r, n, p) for r in range(p)]
+
+    def long_chunks(n, p):         # chunks of n/P tokens, as if P chunks
+        c = n // p
+        return [np.r_[np.arange(r * c, (r + 1) * c),
+                      np.arange((2 * p - 1 - r) * c, (2 * p - r) * c)]
+                for r in range(p)]
+
     return [
         Mistake("rank r was paired with chunk P - 1 - r: with 2P chunks the "
                 "partner of chunk r is chunk 2P - 1 - r (the first with the "
@@ -120,6 +157,17 @@ def zigzag_mistakes() -> list[Mistake]:
         Mistake("the right chunks, but the late chunk first: give each rank's "
                 "positions in ascending order (the early chunk, then the late "
                 "one), the order its tokens have in the sequence.", late_first),
+        Mistake("this is the striped split (rank r holds r, r + P, r + 2P, "
+                "...): Striped Attention's layout, balanced too, but not the "
+                "zigzag one asked for: 2P chunks of N/(2P) contiguous tokens, "
+                "rank r holding chunks r and 2P - 1 - r.", striped),
+        Mistake("rank r was paired with chunk 2P - r: chunks are numbered "
+                "from 0, so the last is 2P - 1 and the partner of chunk r is "
+                "2P - 1 - r.",
+                lambda n, p: [np.asarray(x) for x in
+                              pair(n, p, lambda r, p: (2 * p - r) % (2 * p))]),
+        Mistake("the chunks hold N/P tokens: there are 2P chunks, so each "
+                "holds N/(2P) tokens and a rank N/P in all.", long_chunks),
     ]
 
 

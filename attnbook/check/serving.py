@@ -40,15 +40,17 @@ def paged_cases() -> list[Case]:
 
 
 def _paged(q, k_cache, v_cache, block_table, seq_lens, *, swap=False, extra=0,
-           heads="group", scale=True):
+           heads="group", scale=True, table=True):
     B, H, d = q.shape
     bs, H_kv = k_cache.shape[1], k_cache.shape[2]
     out = np.zeros((B, H, v_cache.shape[3]))
     for b in range(B):
         i = np.arange(int(seq_lens[b]) + extra)
         blk, slot = (i % bs, i // bs) if swap else (i // bs, i % bs)
-        k = k_cache[block_table[b, blk], slot]                # (n, H_kv, d)
-        v = v_cache[block_table[b, blk], slot]
+        if table:                      # else block j read as if it were page j
+            blk = block_table[b, blk]
+        k = k_cache[blk, slot]                                # (n, H_kv, d)
+        v = v_cache[blk, slot]
         h = np.arange(H)
         kv_head = h // (H // H_kv) if heads == "group" else h % H_kv
         s = np.einsum("hd,nhd->hn", q[b], k[:, kv_head])
@@ -70,10 +72,15 @@ def paged_mistakes() -> list[Mistake]:
                 "slot after the last token holds stale data.",
                 lambda *a: _paged(*a, extra=1)),
         Mistake("query heads read the wrong KV head: head h reads KV head "
-                "h // (H // H_kv) (consecutive heads share), not h % H_kv.",
+                "h // (H // H_kv) (consecutive heads share), not h % H_kv "
+                "(np.repeat(..., H // H_kv, axis=1), not np.tile).",
                 lambda *a: _paged(*a, heads="mod")),
         Mistake("the scores are not scaled: divide q . k by sqrt(d).",
                 lambda *a: _paged(*a, scale=False)),
+        Mistake("the block table is not used: the sequence's j-th block was "
+                "read from page j of the cache. Its j-th block is page "
+                "block_table[b, j]; pages are handed out in any order.",
+                lambda *a: _paged(*a, table=False)),
     ]
 
 
@@ -106,11 +113,13 @@ def varlen_cases() -> list[Case]:
     return out
 
 
-def _packed_causal(q, k, v, cq, ck, *, per_sequence=False, top_left=False):
+def _packed_causal(q, k, v, cq, ck, *, per_sequence=False, top_left=False,
+                   scale=True):
     """Attention with one mask over the whole packed batch, or per sequence
     with the causal mask aligned top-left."""
     qh, kh, vh = (x.transpose(1, 0, 2) for x in (q, k, v))    # (H, T, d)
-    s = qh @ kh.transpose(0, 2, 1) / np.sqrt(q.shape[2])      # (H, T_q, T_k)
+    s = qh @ kh.transpose(0, 2, 1)                            # (H, T_q, T_k)
+    s = s / np.sqrt(q.shape[2]) if scale else s
     if per_sequence:
         mask = np.zeros((q.shape[0], k.shape[0]), bool)
         for b in range(len(cq) - 1):
@@ -135,6 +144,19 @@ def varlen_mistakes() -> list[Mistake]:
             out[cq[b]:cq[b + 1]] = o.transpose(1, 0, 2)
         return out
 
+    def per_sequence(q, k, v, cq, ck, *, keys_by_cq=False, reshape=False):
+        out = np.zeros((q.shape[0], q.shape[1], v.shape[2]))
+        ck = cq if keys_by_cq else ck                  # keys cut by cu_q
+        for b in range(len(cq) - 1):
+            nq, nk = cq[b + 1] - cq[b], ck[b + 1] - ck[b]
+            o, _ = ref.scaled_dot_product_attention(
+                q[cq[b]:cq[b + 1]].transpose(1, 0, 2),
+                k[ck[b]:ck[b + 1]].transpose(1, 0, 2),
+                v[ck[b]:ck[b + 1]].transpose(1, 0, 2), ref.causal_mask(nq, nk))
+            out[cq[b]:cq[b + 1]] = (o.reshape(nq, q.shape[1], -1) if reshape
+                                    else o.transpose(1, 0, 2))
+        return out
+
     return [
         Mistake("one causal mask over the whole packed batch: a sequence's "
                 "queries see the keys of the sequences packed before it. Cut "
@@ -147,6 +169,16 @@ def varlen_mistakes() -> list[Mistake]:
                 lambda *a: _packed_causal(*a, per_sequence=True, top_left=True)),
         Mistake("no causal mask: within its sequence, a query may not see "
                 "later tokens.", no_mask),
+        Mistake("the scores are not scaled: divide q . k by sqrt(d).",
+                lambda *a: _packed_causal(*a, per_sequence=True, scale=False)),
+        Mistake("the keys were cut with cu_seqlens_q: sequence b's keys and "
+                "values are rows cu_seqlens_k[b]:cu_seqlens_k[b + 1] of k and "
+                "v; cu_seqlens_q cuts only q (they differ at decode steps).",
+                lambda *a: per_sequence(*a, keys_by_cq=True)),
+        Mistake("each sequence's output was reshaped from (H, n, d) to "
+                "(n, H, d), which scrambles heads and tokens: transpose it, "
+                "o.transpose(1, 0, 2).",
+                lambda *a: per_sequence(*a, reshape=True)),
     ]
 
 
