@@ -217,3 +217,28 @@ def test_chinese_launch_buttons_open_the_chinese_notebooks(tmp_path):
     assert zh["sphinx"]["config"]["language"] == "zh_CN" and zh["title"] == "动手算注意力"
     unset = yaml.safe_load(generate.translate_config(ROOT, {}))
     assert not unset["repository"]["url"] and not unset["repository"]["path_to_book"]
+
+
+def test_fixed_chinese_terms():
+    """Issue 31's terms stay fixed: no 逻辑值, 价值向量, 对数和指数, 前向计算 (nor the other
+    words rules.BANNED_ZH names) in any Chinese unit, and one Chinese name per rules.ONE_NAME
+    term on every page."""
+    found = [f"{page}: {m}" for page in all_pages()
+             for m in rules.banned_term_problems(page_units(page), catalog.translations(page))]
+    assert not found, (f"{len(found)} Chinese term(s) the book has fixed otherwise:\n"
+                       + "\n".join(found[:60]))
+
+
+@pytest.mark.parametrize("bad", ["逻辑值", "价值向量", "对数和指数", "前向计算", "前向传递", "注意力池",
+                                 "门控（gate）", "Xiao等（2023）", "原文`004`", "《All you need》",
+                                 "动手试一试"])
+def test_banned_term_rule_rejects(bad):
+    units = [Unit("p", "a", "Some text.", "markdown")]
+    assert rules.banned_term_problems(units, {"a": f"一句{bad}的话。"})
+    assert not rules.banned_term_problems(units, {"a": "一句logit的话，Xiao等人（2023）。"})
+
+
+def test_one_name_rule_rejects_another_name():
+    units = [Unit("p", "a", "The forward pass stores $L$.", "markdown")]
+    assert rules.banned_term_problems(units, {"a": "前向传播保存$L$。"}) == []
+    assert any("前向传播" in m for m in rules.banned_term_problems(units, {"a": "正向过程保存$L$。"}))

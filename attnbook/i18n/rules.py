@@ -310,3 +310,49 @@ def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: di
 
 def _is_heading_only(text: str) -> bool:
     return all(line.startswith("#") for line in text.strip().splitlines())
+
+
+# ----------------------------------------------------------------------------------------
+# Fixed Chinese terms (issue 31): words a native reader misreads, and one name per term
+
+# Never in any Chinese unit: (pattern, why).
+BANNED_ZH = (
+    (r"逻辑值", "逻辑值 reads as a Boolean: write logit（未归一化的对数几率）, then logit"),
+    (r"价值向量", "value is 值 / 值向量 (as in d2l-zh), not 价值向量"),
+    (r"对数和指数", "log-sum-exp is log-sum-exp（LSE）, not 对数和指数 ('log and exp')"),
+    (r"前向计算|前向传递", "forward pass is 前向传播 everywhere"),
+    (r"注意力池", "the sink is 注意力汇聚点 (注意力池 collides with attention pooling)"),
+    (r"业界", "'the field' is 学界 / 这一领域"),
+    (r"门控(?:（gate）|logit)", "gate as a noun is 门 (d2l-zh: 更新门, 重置门); 门控 is 'gated'"),
+    (r"(?<=[A-Za-z])等(?=[（(，,])", "et al. is 等人"),
+    (r"原文`\d{3}`", "a source is cited as 来源`001`"),
+    (r"《[A-Za-z]", "an English title is in italics; 《》 only for Chinese titles"),
+    (r"动手试一试", "the interactive sections are 动手试试"),
+)
+_BANNED_ZH = tuple((re.compile(p), why) for p, why in BANNED_ZH)
+
+# An English name whose Chinese is one name on every page: (English, Chinese).
+ONE_NAME = (
+    ("forward pass", "前向传播"),
+    ("lightning indexer", "闪电索引器"),
+    ("attention sink", "注意力汇聚点"),
+)
+
+
+def banned_term_problems(units: list[Unit], zh: dict[str, str]) -> list[str]:
+    """Chinese units that use a banned word, or give a ONE_NAME term another name."""
+    out = []
+    for u in units:
+        text = zh.get(u.ctx, "")
+        if not text:
+            continue
+        for pattern, why in _BANNED_ZH:
+            m = pattern.search(text)
+            if m:
+                out.append(f"{u.ctx}: {text[max(0, m.start() - 8):m.end() + 8]!r}: {why}")
+        english = _normal(u.text)
+        for name, chinese in ONE_NAME:
+            if re.search(rf"(?<![\w-]){re.escape(name)}(?:e?s)?(?![\w-])", english) \
+                    and chinese not in _squeeze(text):
+                out.append(f"{u.ctx}: uses {name!r}; its one Chinese name is {chinese}")
+    return out
