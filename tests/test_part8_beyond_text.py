@@ -43,5 +43,5 @@ def test_glossary_names_the_new_terms_without_spaces_around_latin():
     glossary = (ROOT / "glossary.md").read_text(encoding="utf-8")
     for english, chinese in [("sparse attention", "稀疏注意力"), ("linear attention", "线性注意力"),
                              ("Gated DeltaNet", "门控DeltaNet"),
-                             ("indexer (lightning indexer)", "索引器")]:
+                             ("indexer (lightning indexer)", "闪电索引器 (lightning indexer), 索引器")]:
         assert f"| {english} | {chinese} |" in glossary, english
