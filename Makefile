@@ -129,7 +129,7 @@ book: $(SITE)
 	@echo "Open file://$(CURDIR)/_build/html/index.html or run: make serve"
 
 # The tests check the site in _build/html (built first if out of date; a build that warned
-# fails tests/test_site.py, and every other test still runs). A run starts some 25 Python
+# fails tests/site/test_site.py, and every other test still runs). A run starts some 25 Python
 # processes (workers, kernels); each reuses the bytecode the first one compiled (attnbook,
 # the rewritten test modules, in __pycache__/, ignored by git), even where the environment
 # sets PYTHONDONTWRITEBYTECODE: recompiling in each costs about 4 CPU-seconds per run.

@@ -62,7 +62,7 @@ def _skip_missing_requirements(items):
 # `make`, that worker builds the site first, see tests/conftest.py), then the chapters
 # (nbval; the bigger notebook first), then the classroom kit, the tests against PyTorch and
 # transformers, and the other unit tests in their usual order.
-BROWSER_FILES = ("tests/test_browser.py", "tests/test_live_figures.py")
+BROWSER_FILES = ("tests/site/test_browser.py", "tests/site/test_live_figures.py")
 # The tests against PyTorch and transformers go to one worker too: importing them costs
 # seconds of CPU in every process that does.
 TORCH_SCOPE = "tests/*torch*, tests/*transformers*"
@@ -83,7 +83,7 @@ def _rank(path: Path) -> tuple:
         return (0, 0)
     if path.suffix == ".ipynb":
         return (1, -path.stat().st_size)
-    if rel == "tests/test_classroom.py":
+    if rel == "tests/classroom/test_classroom.py":
         return (2, 0)
     if _uses_torch(rel):
         return (3, 0)

@@ -4,7 +4,7 @@ This module needs PyTorch (``make torch``); nothing else in :mod:`attnbook`
 imports it, so the NumPy chapters run without it. The chapter "From NumPy to
 PyTorch" writes each of these functions line by line, next to its NumPy twin in
 :mod:`attnbook.reference`, and checks that its own definitions agree with the
-ones here; ``tests/test_torch_equivalence.py`` compares them with the answer
+ones here; ``tests/against/test_torch_equivalence.py`` compares them with the answer
 key, ``torch.nn.functional.scaled_dot_product_attention`` and
 ``torch.nn.MultiheadAttention`` on random shapes.
 

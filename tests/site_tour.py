@@ -3,7 +3,7 @@
 (The tour is taken in four parts, PARTS, each a test of its own, so that no single test
 takes long; ``merge`` joins them.)
 
-tests/test_browser.py (the whole site) and tests/test_live_figures.py (the live
+tests/site/test_browser.py (the whole site) and tests/site/test_live_figures.py (the live
 figures) check what one browser saw on one tour, instead of each opening its own
 pages: loading a chapter page (theme scripts, MathJax typesetting) is what costs,
 so every page is loaded once where one load can show everything. The tour:

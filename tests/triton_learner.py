@@ -1,5 +1,5 @@
 """A learner's answers to the Triton exercises of pages 17d and 17e, right and wrong,
-as @triton.jit functions (imported by tests/test_check_triton_torch.py after
+as @triton.jit functions (imported by tests/check/test_check_triton_torch.py after
 attnbook.kernels.load_triton chose the interpreter). Each wrong one is a plausible
 mistake that its checker must name with its own hint."""
 

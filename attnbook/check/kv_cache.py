@@ -21,7 +21,7 @@ def _kv_bytes(layers, kv_heads, head_dim, n_tokens, bytes_per_number=2):
 
 def kv_cache_bytes_cases() -> list[Case]:
     # Sizes chosen so that no two of the mistakes below give the same numbers
-    # on every case (tests/test_check_llm.py checks it): the first case has a
+    # on every case (tests/check/test_check_llm.py checks it): the first case has a
     # factor of its own for each argument, and float64, bf16 and float32
     # caches tell a missing bytes_per_number from a hard-coded 2 or 4.
     out = []

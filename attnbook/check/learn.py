@@ -46,7 +46,7 @@ def attention_backward_cases() -> list[Case]:
     ]
     # Sizes chosen so that no two mistakes give the same numbers: no B, Nq
     # or Nk equals dk or sqrt(dk), and in the batch q.shape[1] (Nq) differs
-    # from q.shape[-1] (dk). tests/test_check_learn.py checks both.
+    # from q.shape[-1] (dk). tests/check/test_check_learn.py checks both.
     return [Case(label, a, dict(zip(_GRADS, ref.attention_backward(*a))))
             for label, a in cases]
 

@@ -8,7 +8,7 @@ the reader's section across (the page's n-th section opens the other page's n-th
 two editions have the same sections, cell for cell).
 
 It also keeps a first visit light (every page of both editions at most 0.9 MB gzip; the
-browser tests measure it, tests/test_browser.py::test_first_visit_weight), with one icon
+browser tests measure it, tests/site/test_browser.py::test_first_visit_weight), with one icon
 system instead of the theme's two:
 
 - the theme's ``fontawesome.js`` (1.5 MB: every Font Awesome icon as JavaScript that swaps each

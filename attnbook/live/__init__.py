@@ -19,7 +19,7 @@ chart, a slider) followed by the figure's own file, e.g.
 ``temperature_bars.js``. Every number a figure shows carries the attribute
 ``data-live-number``; :meth:`LiveFigure.numbers` gives the same numbers,
 computed in Python with the answer key and formatted by Python, and
-``tests/test_live_figures.py`` checks the two agree over the control's whole
+``tests/site/test_live_figures.py`` checks the two agree over the control's whole
 range.
 
 Adding a figure: write ``attnbook/live/<name>.js`` (a ``render({model, el})``
