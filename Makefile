@@ -18,7 +18,7 @@
 #                  them from package-lock.json); SOLUTIONS=yes adds each solution on a sub-slide
 #   make pdf       print the built site to A4 PDFs in pdf/: one per chapter page and one for
 #                  the whole book, a student set (no solutions) and a teacher's set (solutions)
-#   make assets    npm ci: the front-end files slides and PDFs use (node_modules/)
+#   make assets    npm ci: the front-end files the slides use (node_modules/)
 #   make student   the student kit in student/: chapters without solutions, its own README,
 #                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
 #                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
