@@ -31,6 +31,11 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))  # site_build, site_tour
+# Triton's interpreter must be chosen before anything imports triton (transformers imports it
+# to see whether it is there; triton.language is built for the interpreter or not when it is
+# first imported). Without an NVIDIA GPU, the Triton tests run in the interpreter.
+if "TRITON_INTERPRET" not in os.environ and not Path("/dev/nvidiactl").exists():
+    os.environ["TRITON_INTERPRET"] = "1"
 
 import site_build  # noqa: E402
 

@@ -37,8 +37,9 @@ def load_triton():
     """``(triton, tl)``, imported after choosing interpreter or GPU.
 
     Without a CUDA GPU, ``TRITON_INTERPRET=1`` is set before triton is first
-    imported (it must be: the choice is read when a kernel is defined), so the
-    kernels run on CPU tensors. An explicit ``TRITON_INTERPRET`` is kept.
+    imported (it must be: triton.language is built for the interpreter or not when it is
+    imported), so the kernels run on CPU tensors. An explicit ``TRITON_INTERPRET`` is
+    kept. If another package imported triton first without it, a clear error says so.
     """
     reason = triton_missing()
     if reason:
@@ -48,6 +49,16 @@ def load_triton():
 
         if not torch.cuda.is_available():
             os.environ.setdefault("TRITON_INTERPRET", "1")
+    elif not interpreting():
+        import torch
+
+        if not torch.cuda.is_available():
+            raise RuntimeError(
+                "triton was imported before TRITON_INTERPRET=1 was set, and there is no CUDA "
+                "GPU: Triton interprets kernels on the CPU only when the setting comes before "
+                "its first import (transformers imports triton to see whether it is there). "
+                "Set TRITON_INTERPRET=1 before importing torch, transformers or triton (the "
+                "book's pages do), or restart and import attnbook.kernels first.")
     import triton
     import triton.language as tl
 

@@ -11,6 +11,7 @@ show that the comparison catches each break: the rescale, the mask, D_i.
 
 import importlib.util
 import sys
+import os
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,8 @@ import pytest
 from attnbook import kernels
 from attnbook import reference as ref
 from optional import imports, needs
+
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = needs("torch", "triton")
 _imports = imports(globals(), torch="torch", F="torch.nn.functional")
@@ -162,3 +165,21 @@ def test_a_broken_kernel_fails_the_comparison(break_, tmp_path, monkeypatch):
     expected = {"rescale": ["o", "dq", "dk"], "mask": ["o", "dq", "dk", "dv"],
                 "D_i": ["dq", "dk"]}[break_]
     assert caught == expected, errors
+
+
+def test_triton_imported_first_without_the_interpreter_gets_a_clear_error():
+    """transformers imports triton to see whether it is there. Without a GPU, a process that
+    imported triton before TRITON_INTERPRET=1 cannot run the kernels at all (triton.language
+    was built for the GPU): the kernels say so, instead of a puzzling Triton error."""
+    import subprocess
+    import sys
+
+    if Path("/dev/nvidiactl").exists():
+        pytest.skip("a GPU machine: there the kernels are compiled, not interpreted")
+    code = ("import triton, torch\nfrom attnbook import kernels\nq = torch.zeros(1, 1, 4, 16)\n"
+            "kernels.flash_attention_triton(q, q, q)\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=300)
+    assert proc.returncode != 0
+    assert "triton was imported before TRITON_INTERPRET=1 was set" in proc.stderr, proc.stderr

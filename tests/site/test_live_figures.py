@@ -425,10 +425,10 @@ def test_the_browser_is_closed_when_the_next_test_is_not_a_browser_test(monkeypa
     closed = []
     monkeypatch.setattr(tour, "browser_is_open", lambda: True)
     monkeypatch.setattr(tour, "close_browser", lambda: closed.append(True))
-    here = Item("test_live_figures.py")
-    for nextitem, closes in [(Item("test_browser.py"), False),
-                             (Item("test_live_figures.py"), False),
-                             (Item("test_kernel_messaging.py"), True), (None, True)]:
+    here = Item("site/test_live_figures.py")
+    for nextitem, closes in [(Item("site/test_browser.py"), False),
+                             (Item("site/test_live_figures.py"), False),
+                             (Item("tooling/test_kernel_messaging.py"), True), (None, True)]:
         closed.clear()
         root_conftest.pytest_runtest_teardown(here, nextitem)
         assert closed == ([True] if closes else []), nextitem
