@@ -14,6 +14,8 @@ from .units import BOOK_ROOT, page_units, toc_pages
 
 # The front page and reference pages, read in any order: a term's first use there does not count as the book's.
 REFERENCE_PAGES = ("intro", "notation", "glossary", "sources", "instructor_guide")
+# The book's subject: glossed in chapter 01, then an everyday word, whatever a title says.
+NOT_BY_TITLE = ("attention",)
 
 
 def _title(units) -> str:
@@ -41,7 +43,7 @@ def must_gloss(page: str, root=BOOK_ROOT) -> set[str]:
     heads = _normal(_title(page_units(page, root)))
     return ({row for row, p in first.items() if p == page}
             | {t.row for t in glossary_terms(root) if page not in REFERENCE_PAGES
-               and _uses_normal(t, heads, root)})
+               and t.row not in NOT_BY_TITLE and _uses_normal(t, heads, root)})
 
 
 def page_term_problems(page: str, root=BOOK_ROOT) -> list[str]:

@@ -301,4 +301,14 @@ def test_the_book_glosses_a_term_at_its_first_use_and_where_a_heading_names_it()
     assert gqa in must_gloss("chapters/15_grouped_query")          # its title names it
     assert row not in must_gloss("chapters/15_grouped_query")      # used there, introduced before
     attention = next(t.row for t in rules.glossary_terms() if t.english[0] == "attention")
-    assert attention not in must_gloss("chapters/21_sparse_attention")
+    assert attention in must_gloss("chapters/01_three_tokens")
+    for page in ("chapters/17_flash_attention", "chapters/18_attention_cost"):  # titles name it
+        assert attention not in must_gloss(page)
+
+
+def test_a_link_target_is_not_a_gloss():
+    units = [Unit("p", "a", "Attention is a weighted average.", "markdown")]
+    row = next(t.row for t in rules.glossary_terms() if t.english[0] == "attention")
+    linked = {"a": "[注意力](17_flash_attention.ipynb)是一种加权平均。"}
+    assert any("English in brackets" in m
+               for m in rules.term_problems("p", units, linked, {}, glossed={row}))
