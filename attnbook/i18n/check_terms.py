@@ -14,8 +14,10 @@ from .units import BOOK_ROOT, page_units, toc_pages
 
 # The front page and reference pages, read in any order: a term's first use there does not count as the book's.
 REFERENCE_PAGES = ("intro", "notation", "glossary", "sources", "instructor_guide")
-# The book's subject: glossed in chapter 01, then an everyday word, whatever a title says.
-NOT_BY_TITLE = ("attention",)
+# The book's first words: glossed in chapter 01, then everyday words, whatever a title says.
+NOT_BY_TITLE = ("attention", "query", "key", "value")
+# Words every Chinese reader knows in Chinese: never glossed (参数, not 参数（parameter）).
+NEVER_GLOSSED = ("parameter",)
 
 
 def _title(units) -> str:
@@ -41,7 +43,7 @@ def must_gloss(page: str, root=BOOK_ROOT) -> set[str]:
     """The glossary rows this page glosses: first used in the book here, or named by its title."""
     first = first_pages(root)
     heads = _normal(_title(page_units(page, root)))
-    return ({row for row, p in first.items() if p == page}
+    return ({row for row, p in first.items() if p == page and row not in NEVER_GLOSSED}
             | {t.row for t in glossary_terms(root) if page not in REFERENCE_PAGES
                and t.row not in NOT_BY_TITLE and _uses_normal(t, heads, root)})
 

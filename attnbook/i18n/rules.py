@@ -368,6 +368,8 @@ def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: di
                 first = False
                 if not any(_CJK.search(c) for c in found):
                     continue  # the English name itself (token, logits): nothing to bracket
+                if any(w.lower() in name for c in found for w in re.findall(r"[A-Za-z]{2,}", c)):
+                    continue  # KV缓存, Adam优化器, RoPE基数: the English is in the name already
                 if not re.search(rf"[（(][^）)]*{re.escape(name)}", _LINK.sub("]", text), re.I):
                     out.append(f"{u.ctx}: first use of {list(term.chinese)[0]} on this page: give the "
                                f"English in brackets, e.g. {term.chinese[0]}（{name}）")

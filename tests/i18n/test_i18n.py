@@ -312,3 +312,17 @@ def test_a_link_target_is_not_a_gloss():
     linked = {"a": "[注意力](17_flash_attention.ipynb)是一种加权平均。"}
     assert any("English in brackets" in m
                for m in rules.term_problems("p", units, linked, {}, glossed={row}))
+
+
+def test_no_gloss_where_the_name_holds_the_english_or_the_word_is_everyday():
+    from attnbook.i18n.check_terms import NEVER_GLOSSED, first_pages, must_gloss
+
+    kv = next(t.row for t in rules.glossary_terms() if "kv cache" in t.english)
+    units = [Unit("p", "a", "The KV cache grows.", "markdown")]
+    assert rules.term_problems("p", units, {"a": "KV缓存变大。"}, {}, glossed={kv}) == []
+    causal = next(t.row for t in rules.glossary_terms() if "causal mask" in t.english)
+    units = [Unit("p", "a", "The causal mask hides.", "markdown")]
+    assert rules.term_problems("p", units, {"a": "因果掩码隐藏。"}, {}, glossed={causal})
+    assert set(NEVER_GLOSSED) <= set(first_pages())
+    for row in NEVER_GLOSSED:
+        assert row not in must_gloss(first_pages()[row])
