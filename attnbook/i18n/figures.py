@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import lru_cache
 
 SVG_KEY = "attnbook"          # output["metadata"]["image/png"]["attnbook"]["svg"]
 HTML_CLASS = "attnbook-figure-zh"
@@ -32,6 +33,7 @@ AS_IN_ENGLISH = "figure: as in English"   # the translator's note: this string s
 FONT_STACK = ("'Attnbook Noto Sans SC', 'DejaVu Sans', 'Bitstream Vera Sans', Verdana, "
               "'Noto Sans', Arial, sans-serif")
 NO_WORDS_TAG = "figure-without-words"     # a cell whose figures have no words to translate
+WIDER = 0.6  # em: how much wider than the English a label may be (matplotlib made room for that)
 
 _TEXT = re.compile(r"(<text\b)([^>]*)>(.*?)</text>", re.S)
 _LETTER = re.compile(r"[A-Za-z]")
@@ -235,10 +237,21 @@ def without_chinese_figures(outputs: list) -> list:
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.])(\d[\d,]*(?:\.\d+)?)")
 
 
+def _wide(c: str) -> bool:
+    return bool(_CJK.match(c)) or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
+
+
 def width_em(text: str) -> float:
-    """A rough width in em: a Chinese character 1, another about 0.6 (DejaVu Sans)."""
-    return sum(1.0 if _CJK.match(c) or "\u3000" <= c <= "\u303f" or "\uff00" <= c <= "\uffef"
-               else 0.6 for c in text)
+    """The width of a label in em: a Chinese character (or full-width sign) 1, the rest as
+    matplotlib measures it in DejaVu Sans."""
+    wide = sum(1 for c in text if _wide(c))
+    rest = "".join(c for c in text if not _wide(c))
+    return wide + (_dejavu_em(rest) if rest else 0.0)
+
+
+@lru_cache(maxsize=4096)
+def _dejavu_em(text: str) -> float:
+    return _english_width(text, "font-size: 1px")
 
 
 def form_problems(english: str, zh: str, tcomment: str = "") -> list[str]:
@@ -258,7 +271,7 @@ def form_problems(english: str, zh: str, tcomment: str = "") -> list[str]:
     missing = nums(english) - nums(zh)
     if missing:
         out.append(f"numbers of the English missing: {sorted(missing)}")
-    if width_em(zh) > 1.1 * width_em(english) + 1.0:
+    if width_em(zh) > width_em(english) + WIDER:
         out.append(f"wider than the English ({width_em(zh):.1f} em against "
                    f"{width_em(english):.1f}): it may not fit the figure, say it shorter")
     return out
