@@ -220,14 +220,23 @@ def translate_figures(cell, zh: dict[str, str], alt: str) -> None:
         inline = chinese_svg(svg, strings, alt, f"zh-{cid}-{k}-")
         output["data"] = {"text/html": [f'<div class="{HTML_CLASS}">\n', *inline.splitlines(True),
                                         "</div>\n"], **output["data"]}
+        # the English SVG is in the HTML now: not stored twice in the Chinese notebook
+        output["metadata"] = _without_svg(output["metadata"])
 
 
-def without_chinese_figures(outputs: list) -> list:
-    """A Chinese cell's outputs as the English cell has them (the Chinese figures removed)."""
+def _without_svg(metadata: dict) -> dict:
+    png = {k: v for k, v in metadata.get("image/png", {}).items() if k != SVG_KEY}
+    return {**{k: v for k, v in metadata.items() if k != "image/png"}, **({"image/png": png} if png else {})}
+
+
+def without_figure_svg(outputs: list) -> list:
+    """A cell's outputs without the figures' SVG: for an English cell, without the SVG stored in
+    the metadata; for a Chinese cell, without the Chinese figure (the text/html it adds)."""
     out = []
     for output in outputs:
-        if figure_svg(output) is not None and "text/html" in output.get("data", {}):
-            output = {**output, "data": {k: v for k, v in output["data"].items() if k != "text/html"}}
+        if is_figure(output):
+            output = {**output, "metadata": _without_svg(output.get("metadata", {})),
+                      "data": {k: v for k, v in output["data"].items() if k != "text/html"}}
         out.append(output)
     return out
 
