@@ -5,7 +5,8 @@ and `make test` fails if it is not what this module writes. What is generated:
 
 - `zh/chapters/*.ipynb`: each English notebook, cell for cell and id for id, its code cells and
   outputs untouched, each markdown cell and figure alt text replaced by its Chinese (the English
-  where there is none yet, which `make test` reports as missing);
+  where there is none yet, which `make test` reports as missing); each matplotlib figure
+  output also carries the figure drawn in Chinese, as inline SVG (figures.py);
 - `zh/*.md`: the Markdown pages, block by block and table row by table row;
 - `zh/_toc.yml`, `zh/_config.yml`: the same book, its title and part captions in Chinese,
   `language: zh_CN`, the launch buttons opening the Chinese notebooks;
@@ -45,9 +46,18 @@ def translate_notebook(nb: dict, zh: dict[str, str]) -> dict:
                 key = f"{cid} {kind}.{field}"
                 if key in zh:
                     cell["metadata"]["mystnb"][kind][field] = zh[key]
+            _translate_figures(cell, zh)
     meta = out.setdefault("metadata", {})
     meta["attnbook"] = {**meta.get("attnbook", {}), "language": "zh", "generated": GENERATED_NOTE}
     return out
+
+
+def _translate_figures(cell: dict, zh: dict[str, str]) -> None:
+    """The cell's matplotlib figures drawn in Chinese (figures.py), named by its alt text."""
+    from .figures import translate_figures
+
+    alt = " ".join(text for _, field, text in figure_fields(cell) if field == "alt")
+    translate_figures(cell, zh, alt)
 
 
 def translate_markdown(page: str, text: str, zh: dict[str, str]) -> str:

@@ -200,6 +200,10 @@ def form_problems(unit: Unit, zh: str, tcomment: str = "") -> list[str]:
     out = []
     if unit.kind in ("title", "caption-part"):
         return out if _CJK.search(zh) else ["not Chinese"]
+    if unit.kind == "figure":  # a figure's label: its own rules (figures.py)
+        from .figures import form_problems as figure_problems
+
+        return figure_problems(unit.text, zh, tcomment)
     en_parts, zh_parts = parts(unit.text), parts(zh)
     for name, want in en_parts.items():
         got = zh_parts[name]
@@ -359,12 +363,14 @@ def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: di
             name = _uses_normal(term, normal[u.ctx], root)
             if name is None or f"glossary: not {name}" in comments.get(u.ctx, ""):
                 continue
+            if u.kind == "figure" and "figure: as in English" in comments.get(u.ctx, ""):
+                continue  # a figure's string kept in English (a token, a symbol)
             text = squeezed[u.ctx]
             found = [c for c in term.chinese if c.lower() in text.lower()]
             if not found:
                 out.append(f"{u.ctx}: uses {name!r}; the Chinese has none of {list(term.chinese)}")
                 continue
-            if first and not _is_heading_only(text):
+            if first and u.kind != "figure" and not _is_heading_only(text):  # a label: no gloss
                 first = False
                 if not any(_CJK.search(c) for c in found):
                     continue  # the English name itself (token, logits): nothing to bracket

@@ -148,3 +148,26 @@ def test_every_chinese_page_has_the_english_pages_math(site):
             differ.append(f"{name}: only English {list((en - zh).elements())[:2]}, "
                           f"only Chinese {list((zh - en).elements())[:2]}")
     assert not differ, "\n".join(differ)
+
+
+def test_chinese_pages_draw_the_figures_in_chinese(site):
+    """Each matplotlib figure: a PNG image on the English page, inline SVG in Chinese on the
+    Chinese page (role="img", aria-label in Chinese; attnbook/i18n/figures.py), as many."""
+    from attnbook.i18n import figures
+
+    pages = [p for p in (ROOT / "chapters").glob("*.ipynb")
+             if '"image/png"' in p.read_text(encoding="utf-8")]
+    assert len(pages) >= 25
+    cjk = re.compile("[\u4e00-\u9fff]")
+    for nb in pages:
+        en = (site["html"] / "chapters" / f"{nb.stem}.html").read_text(encoding="utf-8")
+        zh = (site["html"] / "zh" / "chapters" / f"{nb.stem}.html").read_text(encoding="utf-8")
+        n_png = len(re.findall(r'<img [^>]*src="[^"]*\.png"', en))
+        svgs = re.findall(r'<svg role="img" aria-label="([^"]*)" class="%s"(.*?)</svg>'
+                          % figures.HTML_CLASS, zh, re.S)
+        assert n_png and len(svgs) == n_png, f"{nb.stem}: {n_png} PNG(s) in English, {len(svgs)} SVG(s) in Chinese"
+        assert "attnbook-figure-zh" not in en, nb.stem
+        for label, body in svgs:
+            assert cjk.search(label), f"{nb.stem}: an aria-label not in Chinese: {label[:60]}"
+            assert any(cjk.search(t) for t in re.findall(r"<text\b[^>]*>([^<]*)</text>", body)), \
+                f"{nb.stem}: a figure with no Chinese word"
