@@ -211,3 +211,18 @@ def test_the_guide_points_to_every_chinese_material():
     en = GUIDE.read_text(encoding="utf-8")
     for needle in ("slides/zh/", "student/zh/", "pdf/zh/", "_build/html/zh/"):
         assert needle in en, needle
+
+
+def test_the_course_table_agrees_with_the_plans():
+    text = GUIDE.read_text(encoding="utf-8")
+    table = text.split("**The course at a glance.**", 1)[1].split("\n\n**", 1)[0]
+    rows = re.findall(r"^\| (\d+)[^|]* \|(.*)\|(.*)\|(.*)\|$", table, flags=re.M)
+    assert [int(r[0]) for r in rows] == list(range(1, len(PLANS) + 1))
+    chapter = re.compile(r"\b\d\d[a-z]?\b")
+    for (number, before, during, after), (title, body, blocks) in zip(rows, PLANS):
+        assert title.startswith(f"Lesson plan {number}:"), (number, title)
+        taught = {m.group(1) for _, _, tag, _ in blocks for m in [REF.fullmatch(tag)] if m}
+        assert set(chapter.findall(during)) == taught, (title, during, taught)
+        for cell, label in ((before, "Before class"), (after, "Homework")):
+            named = set(chapter.findall(paragraph(body, label)))
+            assert set(chapter.findall(cell)) <= named, (title, label, cell)
