@@ -312,10 +312,12 @@ class _Logged(http.server.SimpleHTTPRequestHandler):
         super().do_GET()
 
 
-def test_browser_print_of_a_chinese_page_uses_the_sites_font(built_site, tmp_path):
+@pytest.mark.parametrize("page", [f"zh/{CHAPTER}", "glossary"])
+def test_browser_print_of_a_chinese_page_uses_the_sites_font(built_site, tmp_path, page):
     """A browser's own Print (Ctrl+P; here chromium's --print-to-pdf, without anything
-    attnbook.handouts does before printing) of a Chinese page prints its Chinese in the site's
-    font, embedded (_static/print.css keeps it), with no CJK font installed."""
+    attnbook.handouts does before printing) of a Chinese page, and of the English glossary's
+    Chinese column, prints the Chinese in the site's font, embedded (_static/print.css keeps
+    it), with no CJK font installed."""
     site_tour = pytest.importorskip("site_tour")
     if not Path(site_tour.CHROMIUM).exists():
         pytest.skip("chromium is not installed: apt-get install chromium (or set CHROMIUM=...)")
@@ -328,17 +330,18 @@ def test_browser_print_of_a_chinese_page_uses_the_sites_font(built_site, tmp_pat
         subprocess.run([site_tour.CHROMIUM, "--headless", *handouts.LAUNCH_ARGS,
                         f"--user-data-dir={tmp_path / 'profile'}", f"--print-to-pdf={out}",
                         "--no-pdf-header-footer",
-                        f"http://127.0.0.1:{server.server_address[1]}/zh/{CHAPTER}.html"],
+                        f"http://127.0.0.1:{server.server_address[1]}/{page}.html"],
                        check=True, capture_output=True, timeout=120)
     finally:
         server.shutdown()
         server.server_close()
-    assert any(p.startswith("/zh/_static/fonts/noto-sans-sc-") for p in server.paths), server.paths
+    assert any("/_static/fonts/noto-sans-sc-" in p for p in server.paths), server.paths
     reader = pypdf.PdfReader(str(out))
-    page = (built_site["html"] / "zh" / f"{CHAPTER}.html").read_text(encoding="utf-8")
+    source = (built_site["html"] / f"{page}.html").read_text(encoding="utf-8")
     text = "\n".join(p.extract_text() or "" for p in reader.pages)
-    assert "解答" not in _squeezed(text)  # the student's version, as print.css says
-    _assert_chinese_embedded(reader, _article_chinese(page, solutions=False), "Ctrl+P")
+    if page.startswith("zh/"):
+        assert "解答" not in _squeezed(text)  # the student's version, as print.css says
+    _assert_chinese_embedded(reader, _article_chinese(source, solutions=False), f"Ctrl+P of {page}")
 
 
 def test_book_contents_bookmarks_and_page_numbers(printed):
