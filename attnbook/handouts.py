@@ -25,10 +25,11 @@ needs is loaded and the page laid out again with it (a table laid out before its
 would otherwise print its Chinese as nothing), and the PDF embeds the characters it uses.
 Chromium draws its own header and footer without the page's web fonts (Chinese there would
 print as nothing), so a Chinese page's foot is printed as a page of its own, in the site's
-font, and laid over it (``_stamp``). Each page is loaded once and printed in both editions
-(MathJax typesets it once). No LaTeX, no browser download: Playwright drives the chromium
-binary (CHROMIUM=/path/to/chromium). At the end it prints what it wrote: how many PDFs, their
-size, each book's pages (the README and the instructor guide send the reader there).
+font, and laid over it (``Printer._stamp_feet``). Each page is loaded once and printed in
+both editions (MathJax typesets it once). No LaTeX, no browser download: Playwright drives the
+chromium binary (CHROMIUM=/path/to/chromium). At the end it prints what it wrote: how many
+PDFs, their size, each book's pages, the time (the README and the instructor guide send the
+reader there instead of typing numbers that change).
 
     python -m attnbook.handouts SITE_HTML OUTDIR [--pages chapters/06_masking ...]
                         [--editions student teacher] [--languages en zh] [--no-book]
@@ -285,7 +286,8 @@ class Printer:
         page.on("requestfailed", failed)
         page.on("response", response)
 
-    def print_page(self, name: str, target: Path, edition: str = "student", lang: str = "en") -> dict:
+    def print_page(self, name: str, target: Path, edition: str = "student",
+                   lang: str = "en") -> dict:
         """Print the site's page `name` (e.g. 'chapters/06_masking') to `target`; `lang` 'zh':
         the Chinese edition's page (zh/chapters/06_masking.html), with a Chinese foot."""
         return self.print_editions(name, {edition: target}, lang)[edition]
@@ -502,7 +504,8 @@ def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, log=print,
     site, outdir = Path(site), Path(outdir)
     for lang in languages:
         if not (site / STRINGS[lang]["site"] / "index.html").exists():
-            raise SystemExit(f"No built site in {site / STRINGS[lang]['site']}: run `make book` first")
+            raise SystemExit(f"No built site in {site / STRINGS[lang]['site']}: "
+                             "run `make book` first")
     pages = pages or pages_in_order()
     written: dict[Path, int] = {}
     books: dict[Path, int] = {}
@@ -512,8 +515,8 @@ def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, log=print,
             root = outdir / STRINGS[lang]["folder"]
             parts = {edition: [] for edition in editions}
             for name in pages:
-                targets = {edition: root / edition / (name.replace("/", "-").replace("chapters-", "") + ".pdf")
-                           for edition in editions
+                stem = name.replace("/", "-").replace("chapters-", "")
+                targets = {edition: root / edition / f"{stem}.pdf" for edition in editions
                            if not (edition == "student" and name in TEACHERS_ONLY)}
                 if not targets:
                     continue
@@ -547,8 +550,9 @@ def summary(outdir: Path, written: dict, books: dict, seconds: float) -> list[st
     folders = sorted({Path(p).parent for p in written if Path(p) not in books})
     for folder in folders:
         files = [p for p in written if Path(p).parent == folder and Path(p) not in books]
-        lines.append(f"  {folder}/: {len(files)} pages of the book, {sum(written[p] for p in files)} "
-                     f"printed pages, {mb(files):.1f} MB")
+        printed = sum(written[p] for p in files)
+        lines.append(f"  {folder}/: {len(files)} pages of the book, {printed} printed pages, "
+                     f"{mb(files):.1f} MB")
     for path, n in books.items():
         lines.append(f"  {path}: {n} pages, {mb([path]):.1f} MB")
     return lines
@@ -556,7 +560,7 @@ def summary(outdir: Path, written: dict, books: dict, seconds: float) -> list[st
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("site", help="the built site, e.g. _build/html (its Chinese edition in zh/)")
+    parser.add_argument("site", help="the built site, e.g. _build/html (Chinese: its zh/)")
     parser.add_argument("outdir")
     parser.add_argument("--pages", nargs="+", help="pages to print (default: the whole book)")
     parser.add_argument("--editions", nargs="+", choices=EDITIONS, default=list(EDITIONS))

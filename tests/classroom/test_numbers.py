@@ -56,7 +56,8 @@ def test_typed_file_size_matches_the_file():
     said = re.search(r"`_static/live-figures\.js`[^|]*\|[^|]*?about (\d+) KB", readme)
     assert said, "the README no longer sizes _static/live-figures.js: drop it from ALLOWED"
     size = (ROOT / "_static" / "live-figures.js").stat().st_size / 1024
-    assert abs(size - int(said[1])) < 1, f"_static/live-figures.js is {size:.1f} KB, the README says {said[1]}"
+    assert abs(size - int(said[1])) < 1, \
+        f"_static/live-figures.js is {size:.1f} KB, the README says {said[1]}"
 
 
 def test_guide_states_the_lesson_plans_it_has():

@@ -300,7 +300,8 @@ def test_chinese_strings_are_in_the_sites_font():
     strings = [zh[k] for k in ("title", "contents", "student", "teacher", "page", "book")]
     strings += list(zh["edition"].values())
     used = set(CJK.findall("".join(strings)))
-    assert used and not used - font.served_characters(), "".join(sorted(used - font.served_characters()))
+    missing = used - font.served_characters()
+    assert used and not missing, "not in the site's font: " + "".join(sorted(missing))
 
 
 class _Logged(http.server.SimpleHTTPRequestHandler):
