@@ -6,17 +6,13 @@ the glossary (Chinese in the English book); then joins them as `make pdf` joins 
 The same for the Chinese edition (_build/html/zh, printed into pdf/zh/): every string the
 handouts add is Chinese, and every Chinese character of every Chinese PDF is drawn by a font
 embedded in it (the machine that runs the tests may have no CJK font, as a classroom's may
-not: the Chinese must come from the site's own web font). A browser's own Print (chromium's
---print-to-pdf, with none of the handouts' preparation) of a Chinese page is checked too.
+not: the Chinese must come from the site's own web font). A browser's own Print (as chromium's
+--print-to-pdf prints, with none of the handouts' preparation) of a Chinese page is checked too.
 Every other host is blocked while printing; the PDFs are read back with pypdf.
 """
 from __future__ import annotations
 
-import functools
-import http.server
 import re
-import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -304,39 +300,28 @@ def test_chinese_strings_are_in_the_sites_font():
     assert used and not missing, "not in the site's font: " + "".join(sorted(missing))
 
 
-class _Logged(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        self.server.paths.append(self.path)
-        super().do_GET()
-
-
 @pytest.mark.parametrize("page", [f"zh/{CHAPTER}", "glossary"])
 def test_browser_print_of_a_chinese_page_uses_the_sites_font(built_site, tmp_path, page):
-    """A browser's own Print (Ctrl+P; here chromium's --print-to-pdf, without anything
-    attnbook.handouts does before printing) of a Chinese page, and of the English glossary's
-    Chinese column, prints the Chinese in the site's font, embedded (_static/print.css keeps
-    it), with no CJK font installed."""
+    """A browser's own Print (Ctrl+P) of a Chinese page, and of the English glossary's Chinese
+    column, prints the Chinese in the site's font, embedded (_static/print.css keeps it), with
+    no CJK font installed. Printed as chromium's --print-to-pdf prints (DevTools' printToPDF once
+    the page has loaded, in a fresh profile: no font cached), without anything
+    attnbook.handouts does before printing."""
     site_tour = pytest.importorskip("site_tour")
     if not Path(site_tour.CHROMIUM).exists():
         pytest.skip("chromium is not installed: apt-get install chromium (or set CHROMIUM=...)")
-    handler = functools.partial(_Logged, directory=str(built_site["html"]))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.paths = []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
     out = tmp_path / "print.pdf"
-    try:
-        subprocess.run([site_tour.CHROMIUM, "--headless", *handouts.LAUNCH_ARGS,
-                        f"--user-data-dir={tmp_path / 'profile'}", f"--print-to-pdf={out}",
-                        "--no-pdf-header-footer",
-                        f"http://127.0.0.1:{server.server_address[1]}/{page}.html"],
-                       check=True, capture_output=True, timeout=120)
-    finally:
-        server.shutdown()
-        server.server_close()
-    assert any("/_static/fonts/noto-sans-sc-" in p for p in server.paths), server.paths
+    requests = []
+    with handouts.Printer(built_site["html"], browser=site_tour.shared_browser()) as printer:
+        context = printer.browser.new_context()  # its own cache: the fixture's fonts are not in it
+        try:
+            tab = context.new_page()
+            tab.on("request", lambda r: requests.append(r.url))
+            tab.goto(f"{printer.base}{page}.html", wait_until="load")
+            tab.pdf(path=str(out))
+        finally:
+            context.close()
+    assert any("/_static/fonts/noto-sans-sc-" in u for u in requests), requests
     reader = pypdf.PdfReader(str(out))
     source = (built_site["html"] / f"{page}.html").read_text(encoding="utf-8")
     text = "\n".join(p.extract_text() or "" for p in reader.pages)
