@@ -16,8 +16,9 @@
 #   make slides    export every chapter as reveal.js slides into slides/ (Chinese: slides/zh/), self-sufficient
 #                  offline (reveal.js, MathJax 2 served from slides/assets/: npm ci installs
 #                  them from package-lock.json); SOLUTIONS=yes adds each solution on a sub-slide
-#   make pdf       print the built site to A4 PDFs in pdf/: one per chapter page and one for
-#                  the whole book, a student set (no solutions) and a teacher's set (solutions)
+#   make pdf       print the built site to A4 PDFs in pdf/ (Chinese: pdf/zh/): one per chapter
+#                  page and one for the whole book, a student set (no solutions) and a teacher's
+#                  set (solutions); it says at the end how many PDFs, their size, each book's pages
 #   make assets    npm ci: the front-end files the slides use (node_modules/)
 #   make student   the student kit in student/: chapters without solutions, its own README,
 #                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
@@ -196,9 +197,13 @@ slides: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m attnbook.slides_export slides/zh $(ZH_NOTEBOOKS) $(if $(SOLUTIONS),--solutions)
 	@echo "Open slides/<chapter>.slides.html (Chinese: slides/zh/) in a browser (file:// or http): nothing comes from the internet."
 	@echo "Copy the whole slides/ folder (the decks need slides/assets/ and slides/zh/assets/)."
+	@echo "make slides wrote $$(ls slides/*.slides.html | wc -l) English and $$(ls slides/zh/*.slides.html | wc -l)" \
+	    "Chinese decks: $$(du -sh slides | cut -f1) in all, of which the assets" \
+	    "(reveal.js, MathJax 2, require.js, jQuery) $$(du -shc slides/assets slides/zh/assets | tail -1 | cut -f1)"
 
 # The PDFs are printed from the built site by Debian's chromium (CHROMIUM=/path to another),
-# their Chinese in the site's own web font (_static/fonts/): no CJK font need be installed.
+# both editions (the Chinese into pdf/zh/), their Chinese in the site's own web font
+# (_static/fonts/): no CJK font need be installed.
 pdf: book
 	rm -rf pdf
 	$(BIN)/python -m attnbook.handouts _build/html pdf
