@@ -245,7 +245,9 @@ FIT = """
                  : e.matches(".attnbook-live") ? "live figure" : "figure";
       return {kind, text: (e.getAttribute("alt") || e.textContent || "").replace(/\\s+/g, " ")
                             .trim().slice(0, 60),
-              width: Math.round(Math.max(r.width, e.scrollWidth)),
+              // (an inline formula's scrollWidth counts MathJax's hidden copy for screen
+              // readers, drawn wider than the formula: its box is what the reader sees)
+              width: Math.round(kind === "formula" ? r.width : Math.max(r.width, e.scrollWidth)),
               outside: Math.round(Math.max(left - r.left, r.right - right, 0)),
               scrolls: !!scroller,
               cue: !!scroller && getComputedStyle(scroller).backgroundAttachment
