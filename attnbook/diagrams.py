@@ -158,10 +158,12 @@ _SERVED_FONT: dict[str, Path] = {}
 
 
 def served_font(root: Path | None = None) -> Path:
-    """The site's Chinese font, its committed WOFF2 slices (``make font``) merged into one
+    """The site's Chinese font, from its committed WOFF2 slices (``make font``), as one
     TrueType file in a temporary folder, family :data:`ZH_FAMILY`: the outlines the browser
-    draws, loadable by matplotlib. Only what matplotlib needs is kept (outlines, metrics,
-    cmap); the slices' glyphs are renamed by code point, so they never collide."""
+    draws, loadable by matplotlib. It holds the diagrams' Chinese characters only, in code
+    point order, with what matplotlib needs (outlines, metrics, cmap): the SVGs name each
+    glyph by its index in this font, so they do not change when `make font` cuts the slices
+    anew for characters the pages added."""
     import tempfile
 
     from fontTools.ttLib import TTFont
@@ -175,29 +177,28 @@ def served_font(root: Path | None = None) -> Path:
     slices = served_slices(root)
     if not slices:
         raise FileNotFoundError(f"no Chinese font slices in {root}/_static/fonts: run `make font`")
+    wanted = {ord(c) for c in chinese_characters()}
     font = TTFont(str(slices[0]))
     font.flavor = None
     for table in ("GSUB", "GPOS", "BASE"):
         if table in font:
             del font[table]
     glyf, hmtx = font["glyf"], font["hmtx"]
-    order, cmap = [".notdef"], {}
-    glyphs = {".notdef": glyf[".notdef"]}
-    metrics = {".notdef": hmtx[".notdef"]}
+    glyphs, metrics = {".notdef": glyf[".notdef"]}, {".notdef": hmtx[".notdef"]}
     for path in slices:
         part = TTFont(str(path))
-        for code, name in sorted(part.getBestCmap().items()):
-            new = f"uni{code:04X}" if code <= 0xFFFF else f"u{code:05X}"
-            if new not in glyphs:
-                glyphs[new], metrics[new] = part["glyf"][name], part["hmtx"][name]
-                order.append(new)
-            cmap[code] = new
+        for code, name in part.getBestCmap().items():
+            if code in wanted:
+                glyphs[f"uni{code:04X}"] = part["glyf"][name]
+                metrics[f"uni{code:04X}"] = part["hmtx"][name]
+    cmap = {code: f"uni{code:04X}" for code in sorted(wanted) if f"uni{code:04X}" in glyphs}
+    order = [".notdef"] + list(cmap.values())
     font.setGlyphOrder(order)
-    glyf.glyphs, glyf.glyphOrder = glyphs, order
-    hmtx.metrics = metrics
+    glyf.glyphs, glyf.glyphOrder = {n: glyphs[n] for n in order}, order
+    hmtx.metrics = {n: metrics[n] for n in order}
     for sub in font["cmap"].tables:
         if sub.isUnicode():
-            sub.cmap = {c: n for c, n in cmap.items() if sub.format != 4 or c <= 0xFFFF}
+            sub.cmap = dict(cmap)
     names = font["name"]
     for record in list(names.names):
         if record.nameID in (1, 4, 16, 17):

@@ -74,3 +74,15 @@ def test_every_figure_is_used_by_a_page(diagrams):
             [p.read_text(encoding="utf-8") for p in ROOT.glob("*.md")]
     for name in diagrams.DIAGRAMS:
         assert any(f"figures/{name}" in text for text in pages), f"figures/{name} is not used by any page"
+
+
+def test_the_diagrams_font_does_not_change_when_the_slices_are_cut_anew(diagrams):
+    """The SVGs name each glyph by its index in the font they are drawn with: that font holds
+    the diagrams' Chinese characters only, in code point order, so a `make font` that adds the
+    pages' new characters (and reorders the slices) leaves figures/zh byte for byte the same."""
+    from fontTools.ttLib import TTFont
+
+    font = TTFont(str(diagrams.served_font()))
+    chars = sorted(diagrams.chinese_characters())
+    assert font.getGlyphOrder() == [".notdef"] + [f"uni{ord(c):04X}" for c in chars]
+    assert sorted(chr(c) for c in font.getBestCmap()) == chars
