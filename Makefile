@@ -24,7 +24,8 @@
 #                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
 #                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
 #   make student-lab  JupyterLab on student/ (what a student sees)
-#   make figures   regenerate the diagrams in figures/ (byte for byte)
+#   make figures   regenerate the diagrams in figures/ (byte for byte), the Chinese ones in
+#                  figures/zh/ (drawn in the web font of _static/fonts: after make font)
 #   make repository URL=https://github.com/OWNER/NAME REF=v1.0
 #                  publish: the book's repository in _config.yml and in every chapter's
 #                  set-up cell, without re-executing; the launch buttons open the new tag REF
