@@ -26,7 +26,7 @@ from pathlib import Path
 from ._io import BOOK_ROOT, _load, _source
 
 __all__ = ["kit_checkers", "sealed_names", "record_calls", "checker_data", "seal_package",
-           "write_kit_files"]
+           "seal_checker_code", "write_kit_files"]
 
 # A function whose recorded calls take more than this stays in the kit as code (and the
 # kit's README says so): a chapter that calls it in a loop would make the kit too large.
@@ -181,6 +181,7 @@ def seal_package(package: Path, names, calls, checkers) -> list[str]:
             continue
     with open(data / "checkers.pkl", "wb") as f:
         pickle.dump(carried, f)
+    seal_checker_code(package / "check", carried)
     for path in sorted((package / "reference").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text)
@@ -199,6 +200,125 @@ def seal_package(package: Path, names, calls, checkers) -> list[str]:
                             "from .._kit import sealed_function as _sealed_function\n", 1)
         path.write_text(text, encoding="utf-8")
     return kept
+
+
+# --- the checkers' own code: what computed the carried cases goes ------------
+
+class _Globals(pickle.Unpickler):
+    """Unpickles, noting every (module, name) the data refers to."""
+
+    def __init__(self, f):
+        super().__init__(f)
+        self.names = set()
+
+    def find_class(self, module, name):
+        self.names.add((module, name))
+        return super().find_class(module, name)
+
+
+def _definitions(tree):
+    """Top-level statements that define names: {name: node} (functions, and assignments that
+    compute: a hint's text is not an answer)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(n, (ast.Call, ast.Lambda)) for n in ast.walk(node.value)):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = node
+    return found
+
+
+def _loads(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def seal_checker_code(folder: Path, carried: dict) -> dict[str, list[str]]:
+    """Remove from the kit's ``check/`` modules the code only the carried checkers ran.
+
+    A carried checker runs on its cases and mistakes as data (:func:`attnbook._kit.carried_checker`);
+    the functions that computed them (a mistake's whole wrong answer is often the right one with
+    one line changed, ``np.tril(np.ones(...))`` or a whole multi-head attention) would hand a
+    student the exercise. Everything a checker kept as code still needs, and everything the
+    carried data refers to (a ``call`` adapter, a rule's class), stays; each other function or
+    computed assignment becomes a stand-in that raises :class:`attnbook._kit.Sealed`, so every
+    import still works. Returns, per module, the names sealed.
+    """
+    with open(folder.parent / "_kit_data" / "checkers.pkl", "rb") as f:
+        unpickler = _Globals(f)
+        unpickler.load()
+    modules = {p.stem: p for p in sorted(folder.glob("*.py")) if p.stem != "__init__"}
+    trees = {m: ast.parse(p.read_text(encoding="utf-8")) for m, p in modules.items()}
+    defs = {m: _definitions(t) for m, t in trees.items()}
+    imports = {}  # module -> {local name: (module, name)}, and its star imports
+    stars = {}
+    for m, tree in trees.items():
+        imports[m], stars[m] = {}, []
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in modules:
+                for alias in node.names:
+                    if alias.name == "*":
+                        stars[m].append(node.module)
+                    else:
+                        imports[m][alias.asname or alias.name] = (node.module, alias.name)
+
+    def resolve(m, name, seen=()):
+        if name in defs[m]:
+            return (m, name)
+        if name in imports[m] and (m, name) not in seen:
+            return resolve(*imports[m][name], seen + ((m, name),))
+        for other in stars[m]:
+            if not name.startswith("_") and name in defs[other]:
+                return resolve(other, name, seen)
+        return None
+
+    prefix = "attnbook.check."
+    roots = [(module[len(prefix):], name) for module, name in unpickler.names
+             if module.startswith(prefix) and module[len(prefix):] in modules]
+    for m, tree in trees.items():
+        for node in tree.body:
+            names = [n for n, d in defs[m].items() if d is node]
+            if not names:
+                roots += [(m, n) for n in _loads(node)]  # imports, classes, __all__, constants
+            elif isinstance(node, ast.FunctionDef) and node.name.startswith("check_") \
+                    and node.name not in carried:
+                roots.append((m, node.name))  # a checker kept as code
+    keep, todo = set(), list(roots)
+    while todo:
+        found = resolve(*todo.pop())
+        if found is None or found in keep:
+            continue
+        keep.add(found)
+        m, name = found
+        todo += [(m, n) for n in _loads(defs[m][name])]
+
+    sealed = {}
+    for m, path in modules.items():
+        nodes = {}
+        for name, node in defs[m].items():
+            if (m, name) not in keep and not any((m, n) in keep for n, d in defs[m].items()
+                                                 if d is node):
+                nodes.setdefault(id(node), (node, []))[1].append(name)
+        if not nodes:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for node, names in sorted(nodes.values(), key=lambda v: -v[0].lineno):
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            lines[start - 1:node.end_lineno] = [
+                f'{n} = _carried_checker("{n}")  # carried as data\n'
+                if n in carried else f'{n} = _sealed_code("{m}.{n}")  # sealed\n'
+                for n in names]
+        text = "".join(lines).replace(
+            "from __future__ import annotations\n",
+            "from __future__ import annotations\n\n"
+            "from .._kit import carried_checker as _carried_checker, sealed_code as _sealed_code\n",
+            1)
+        path.write_text(text, encoding="utf-8")
+        sealed[m] = sorted(n for _, names in nodes.values() for n in names)
+    return sealed
 
 
 README = """\
