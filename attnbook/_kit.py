@@ -91,18 +91,23 @@ def carried_checker(name: str):
     return checker
 
 
-def sealed_code(name: str):
-    """The kit's stand-in for a checker's helper that computed an exercise's answer."""
+def sealed_code(name: str, elsewhere: bool = False):
+    """The kit's stand-in for a checker's helper that computed an exercise's answer (or, with
+    ``elsewhere``, for a checker of a chapter the kit does not have)."""
 
     def sealed(*args, **kwargs):
-        raise Sealed(textwrap.fill(
-            f"attnbook.check's {name} computed the answers of an exercise of "
-            "this student kit, which carries them as data instead. Write the "
-            "exercise yourself, or ask your teacher for the kit with the "
-            "answer key.", 79))
+        if elsewhere:
+            text = (f"attnbook.check's {name} checks an exercise of a chapter this "
+                    "student kit does not have.")
+        else:
+            text = (f"attnbook.check's {name} computed the answers of an exercise of "
+                    "this student kit, which carries them as data instead. Write the "
+                    "exercise yourself, or ask your teacher for the kit with the "
+                    "answer key.")
+        raise Sealed(textwrap.fill(text, 79))
 
     sealed.__name__ = sealed.__qualname__ = name.rsplit(".", 1)[-1]
-    sealed.__doc__ = f"Sealed in this student kit: {name} computed an exercise's answer."
+    sealed.__doc__ = f"Sealed in this student kit: {name}."
     return sealed
 
 
