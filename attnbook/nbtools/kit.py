@@ -409,8 +409,8 @@ slide shows both numbers ("Exercise 16 (chapter exercise 2)").
 
 ## What is in the kit
 
-- the chapters, without the solutions of their exercises, and `figures/`; the same chapters in
-  Chinese in `zh/`;
+- the chapters, without the solutions of their exercises, and the diagrams they show
+  (`figures/`); the same chapters in Chinese in `zh/`;
 - `attnbook/`, the book's helper package (plots, live figures, checkers);
 - `requirements.txt` (JupyterLab with `jupyterlab-myst`, which shows the book's boxes,
   exercises and math as the site does) and this folder's `Makefile`.
@@ -478,7 +478,7 @@ python3 -m pip download -r requirements.txt -d wheelhouse-mac --only-binary=:all
 
 ### 学生包里有什么
 
-- 各章（不含练习的解答）和`figures/`；同样的各章的中文版在`zh/`中；
+- 各章（不含练习的解答）和它们用到的示意图（`figures/`）；同样的各章的中文版在`zh/`中；
 - `attnbook/`，本书的辅助包（绘图、交互图、检查函数）；
 - `requirements.txt`（JupyterLab和`jupyterlab-myst`，后者像网站一样显示本书的提示框、练习和数学公式）和本文件夹的`Makefile`。
 

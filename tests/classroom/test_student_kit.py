@@ -261,3 +261,43 @@ def test_the_kit_has_each_chapter_in_chinese_too(kit):
     assert "掩码" in prose and "solution-start" not in prose and "](figures/" not in prose
     for link in __import__("re").findall(r"\]\((\.\./figures/[^)\s]+)\)", prose):
         assert (kit / "zh" / link).resolve().exists(), link
+
+
+def test_the_kit_holds_only_the_figures_its_chapters_show(tmp_path):
+    """figures/ in a kit holds the diagrams its chapters (English and Chinese) show, no more."""
+    chapter = ROOT / "chapters" / "01_three_tokens.ipynb"
+    nbtools.write_student_copies(tmp_path, [chapter], key=True)
+    kit_figures = sorted(p.relative_to(tmp_path / "figures").as_posix()
+                         for p in (tmp_path / "figures").rglob("*") if p.is_file())
+    shown = set()
+    for nb in [tmp_path / chapter.name, tmp_path / "zh" / chapter.name]:
+        text = "".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"])
+        for link in re.findall(r"\]\(([^)\s]*figures/[^)\s]+)\)", text):
+            assert (nb.parent / link).resolve().is_file(), (nb, link)
+            shown.add((nb.parent / link).resolve().relative_to(tmp_path / "figures").as_posix())
+    assert shown and kit_figures == sorted(shown)
+    book = {p.name for p in (ROOT / "figures").glob("*.svg")}
+    assert len(book) > len(kit_figures)
+
+
+def test_the_kit_finds_the_chinese_chapters_own_figures(tmp_path, monkeypatch):
+    """A Chinese chapter may show its own diagram, figures/zh/X (../figures/zh/X from zh/)."""
+    from attnbook.nbtools import student
+
+    book = tmp_path / "book"
+    for name in ("a.svg", "b.svg", "unused.svg", "zh/a.svg"):
+        (book / "figures" / name).parent.mkdir(parents=True, exist_ok=True)
+        (book / "figures" / name).write_text("<svg/>")
+    monkeypatch.setattr(student, "BOOK_ROOT", book)
+    kit = tmp_path / "kit"
+    (kit / "zh").mkdir(parents=True)
+
+    def notebook(path, text):
+        path.write_text(json.dumps({"cells": [{"cell_type": "markdown", "metadata": {},
+                                               "source": [text]}],
+                                    "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        return path
+
+    written = [notebook(kit / "x.ipynb", "![A](figures/a.svg) <img src=\"figures/b.svg\">"),
+               notebook(kit / "zh" / "x.ipynb", "![甲](../figures/zh/a.svg) ![](https://x/y.svg)")]
+    assert student.used_figures(kit, written) == ["a.svg", "b.svg", "zh/a.svg"]
