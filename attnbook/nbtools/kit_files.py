@@ -270,7 +270,9 @@ def write_kit_files(outdir: Path, notebooks, sealed, kept, key: bool) -> None:
             kept=("" if not kept else " Kept as code, because the chapters call them too often to "
                   "record: " + kept_names + "."))
         key_zh = KEY_SEALED_ZH.format(
-            sealed=names, kept="" if not kept else f"各章调用过于频繁、无法记录的{kept_names}保留为代码。")
+            sealed="、".join(f"`reference.{n}`" for n in sealed),
+            kept="" if not kept else "各章调用过于频繁、无法记录的"
+            + "、".join(f"`reference.{n}`" for n in kept) + "保留为代码。")
     title = "Attention, computed" if len(notebooks) != 1 else titles[0].split(": ", 1)[1]
     key_text = textwrap.fill(key_text, 95, break_on_hyphens=False)
     key_zh = key_zh.replace("\n", "")  # Chinese is not wrapped: a line break shows as a space
