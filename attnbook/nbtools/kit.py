@@ -70,6 +70,7 @@ class Recorder:
 
         self.key = _kit.call_key
         self.calls = {name: {} for name in names}
+        self.size = {name: 0 for name in names}  # bytes recorded; None: over the limit
         wrapped = {}
         for name in names:
             original = getattr(reference, name)
@@ -84,14 +85,29 @@ class Recorder:
     def _wrap(self, name, original):
         table = self.calls[name]
 
+        def keep(key, outcome):
+            # a function called too much to record stays code in the kit: stop recording it
+            # at once (a training loop would otherwise hold gigabytes of calls in memory)
+            if self.size[name] is None or key in table:
+                return
+            data = pickle.dumps(outcome)
+            self.size[name] += len(data)
+            if self.size[name] > MAX_RECORD_BYTES:
+                self.size[name] = None
+                table.clear()
+            else:
+                table[key] = data
+
         def wrapper(*args, **kwargs):
+            if self.size[name] is None:
+                return original(*args, **kwargs)
             key = self.key(args, kwargs)
             try:
                 result = original(*args, **kwargs)
             except Exception as exc:  # a chapter that shows the error: the kit raises it too
-                table.setdefault(key, pickle.dumps(("raise", type(exc), str(exc))))
+                keep(key, ("raise", type(exc), str(exc)))
                 raise
-            table.setdefault(key, pickle.dumps(("return", result)))
+            keep(key, ("return", result))
             return result
 
         wrapper.__name__ = name
@@ -99,12 +115,15 @@ class Recorder:
         return wrapper
 
     def save(self, path):
+        """The calls, None for a function over the limit."""
         with open(path, "wb") as f:
-            pickle.dump(self.calls, f)
+            pickle.dump({n: None if self.size[n] is None else t for n, t in self.calls.items()},
+                        f)
 
 
 def record_calls(notebooks, names, timeout=300) -> dict:
-    """Execute the (original) notebooks once, recording every call of ``names``."""
+    """Execute the (original) notebooks once, recording every call of ``names`` (None for a
+    function whose calls pass MAX_RECORD_BYTES: it stays code in the kit)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -129,7 +148,12 @@ def record_calls(notebooks, names, timeout=300) -> dict:
                            resources={"metadata": {"path": str(Path(path).parent)}}).execute()
             with open(out, "rb") as f:
                 for name, table in pickle.load(f).items():
-                    calls[name].update(table)
+                    if table is None or calls[name] is None:
+                        calls[name] = None  # over the limit: the function stays code
+                    else:
+                        calls[name].update(table)
+                        if sum(map(len, calls[name].values())) > MAX_RECORD_BYTES:
+                            calls[name] = None
     return calls
 
 
@@ -170,7 +194,8 @@ def checker_data(name: str) -> dict:
 
 def seal_package(package: Path, names, calls, checkers) -> list[str]:
     """Seal ``names`` in the kit's copy of attnbook; returns the names kept as code."""
-    kept = [n for n in names if sum(map(len, calls[n].values())) > MAX_RECORD_BYTES]
+    kept = [n for n in names if calls[n] is None
+            or sum(map(len, calls[n].values())) > MAX_RECORD_BYTES]
     sealed = [n for n in names if n not in kept]
     data = package / "_kit_data"
     data.mkdir(exist_ok=True)

@@ -301,3 +301,33 @@ def test_the_kit_finds_the_chinese_chapters_own_figures(tmp_path, monkeypatch):
     written = [notebook(kit / "x.ipynb", "![A](figures/a.svg) <img src=\"figures/b.svg\">"),
                notebook(kit / "zh" / "x.ipynb", "![甲](../figures/zh/a.svg) ![](https://x/y.svg)")]
     assert student.used_figures(kit, written) == ["a.svg", "b.svg", "zh/a.svg"]
+
+
+def test_a_function_called_too_often_to_record_stops_being_recorded(monkeypatch):
+    """A chapter that calls an answer-key function in a loop (chapter 12 trains a model) must
+    not hold gigabytes of recorded calls: past the limit the recording stops and is dropped,
+    and the function stays code in the kit."""
+    import numpy as np
+
+    from attnbook import reference
+    from attnbook.nbtools import kit as kit_module
+
+    monkeypatch.setattr(kit_module, "MAX_RECORD_BYTES", 4000)
+    original = reference.softmax
+    recorder = kit_module.Recorder(["softmax"])
+    try:
+        wrapped = reference.softmax
+        assert wrapped is not original
+        wrapped(np.zeros(3))
+        assert recorder.size["softmax"] > 0 and len(recorder.calls["softmax"]) == 1
+        for i in range(100):
+            wrapped(np.full(20, float(i)))
+        assert recorder.size["softmax"] is None and recorder.calls["softmax"] == {}
+        assert np.allclose(wrapped(np.zeros(4)), 0.25)  # still computes
+    finally:
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("attnbook"):
+                for attr, value in list(vars(module).items()):
+                    if value is wrapped:
+                        setattr(module, attr, original)
+    assert reference.softmax is original
