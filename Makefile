@@ -16,14 +16,16 @@
 #   make slides    export every chapter as reveal.js slides into slides/ (Chinese: slides/zh/), self-sufficient
 #                  offline (reveal.js, MathJax 2 served from slides/assets/: npm ci installs
 #                  them from package-lock.json); SOLUTIONS=yes adds each solution on a sub-slide
-#   make pdf       print the built site to A4 PDFs in pdf/: one per chapter page and one for
-#                  the whole book, a student set (no solutions) and a teacher's set (solutions)
+#   make pdf       print the built site to A4 PDFs in pdf/ (Chinese: pdf/zh/): one per chapter
+#                  page and one for the whole book, a student set (no solutions) and a teacher's
+#                  set (solutions); it says at the end how many PDFs, their size, each book's pages
 #   make assets    npm ci: the front-end files the slides use (node_modules/)
 #   make student   the student kit in student/: chapters without solutions, its own README,
 #                  requirements and Makefile (`make lab` in it); CHAPTERS="01 02" for some
 #                  chapters; the kit's own exercises are sealed in its answer key unless KEY=1
 #   make student-lab  JupyterLab on student/ (what a student sees)
-#   make figures   regenerate the diagrams in figures/ (byte for byte)
+#   make figures   regenerate the diagrams in figures/ (byte for byte), the Chinese ones in
+#                  figures/zh/ (drawn in the web font of _static/fonts: after make font)
 #   make repository URL=https://github.com/OWNER/NAME REF=v1.0
 #                  publish: the book's repository in _config.yml and in every chapter's
 #                  set-up cell, without re-executing; the launch buttons open the new tag REF
@@ -56,9 +58,10 @@ PIP_OPTS := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),
 STAMP := $(VENV)/.installed
 NOTEBOOKS := $(sort $(wildcard chapters/*.ipynb))
 ZH_NOTEBOOKS := $(sort $(wildcard zh/chapters/*.ipynb))  # generated: make translations
-# A cell that hangs fails after 60 s (the slowest cell, a timing in chapter 09, takes a few
-# seconds; 30 s with 8 busy processes on 2 cores), naming the notebook and cell.
-PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=60
+# A cell that hangs fails after 300 s, naming the notebook and cell. The slowest cells, chapter
+# 22b's three recall races (30 small models each), take 15-35 s of CPU; on 2 cores shared with
+# the rest of the suite one took 87 s, so 60 s was too tight for a slower machine.
+PYTEST_NB := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg --nbval-cell-timeout=300
 
 # Kernels started by nbconvert and nbval must find the venv's python first.
 export PATH := $(abspath $(BIN)):$(PATH)
@@ -195,9 +198,13 @@ slides: $(STAMP) $(NODE_STAMP)
 	$(BIN)/python -m attnbook.slides_export slides/zh $(ZH_NOTEBOOKS) $(if $(SOLUTIONS),--solutions)
 	@echo "Open slides/<chapter>.slides.html (Chinese: slides/zh/) in a browser (file:// or http): nothing comes from the internet."
 	@echo "Copy the whole slides/ folder (the decks need slides/assets/ and slides/zh/assets/)."
+	@echo "make slides wrote $$(ls slides/*.slides.html | wc -l) English and $$(ls slides/zh/*.slides.html | wc -l)" \
+	    "Chinese decks: $$(du -sh slides | cut -f1) in all, of which the assets" \
+	    "(reveal.js, MathJax 2, require.js, jQuery) $$(du -shc slides/assets slides/zh/assets | tail -1 | cut -f1)"
 
 # The PDFs are printed from the built site by Debian's chromium (CHROMIUM=/path to another),
-# their Chinese in the site's own web font (_static/fonts/): no CJK font need be installed.
+# both editions (the Chinese into pdf/zh/), their Chinese in the site's own web font
+# (_static/fonts/): no CJK font need be installed.
 pdf: book
 	rm -rf pdf
 	$(BIN)/python -m attnbook.handouts _build/html pdf

@@ -5,11 +5,24 @@ writes them all as SVG with fixed metadata and a fixed hash salt, so the
 output is byte-for-byte the same on every run (text is drawn as paths: no
 font is needed to view them).
 
-Run: ``python -m attnbook.diagrams figures``
+Every diagram is drawn in both languages from the same code: a function takes
+``lang`` ("en" or "zh") and takes its words from :data:`WORDS` (in
+:mod:`attnbook.diagram_words`, without matplotlib), one table of
+each diagram's words in English and in Chinese. The English ones go to
+``figures/NAME``, the Chinese ones to ``figures/zh/NAME`` (the Chinese pages link
+there: attnbook/i18n/generate.py). The Chinese is drawn in the site's own font,
+the committed slices of Noto Sans SC in ``_static/fonts/`` (``make font``; it
+collects these words too), merged into one font file at draw time: no system
+font is used, so the SVGs are the same on any machine. Latin letters, digits and
+math keep matplotlib's own DejaVu fonts, as in the English diagrams.
+
+Run: ``python -m attnbook.diagrams figures`` (``make figures``)
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import sys
 from pathlib import Path
 
@@ -19,7 +32,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-__all__ = ["draw_grid", "pipeline_three_tokens", "DIAGRAMS", "main"]
+from .diagram_words import LANGS, WORDS, characters  # noqa: E402
+from .diagram_words import word as _w  # noqa: E402
+
+__all__ = ["draw_grid", "pipeline_three_tokens", "DIAGRAMS", "WORDS", "LANGS", "chinese_characters",
+           "served_font", "main"]
 
 PALETTE = {
     "x": "#cfd8e3",
@@ -30,6 +47,23 @@ PALETTE = {
     "w": "#e8d47a",
     "o": "#e6a0a0",
 }
+
+
+
+def _title_weight(lang: str) -> str:
+    """Titles are bold in English; in Chinese regular, all of a title (the served font has
+    one weight, and bold Latin beside regular Chinese would read as emphasis)."""
+    return "bold" if lang == "en" else "normal"
+
+
+def chinese_characters() -> set[str]:
+    """Every Chinese character the Chinese diagrams write (the blocks the served font covers:
+    attnbook.i18n.font.RANGES). `make font` puts them in the served slices, and
+    tests/chapters/test_figures.py checks they are there; other characters (digits, Latin,
+    curly quotes) come from DejaVu Sans, as in the English diagrams."""
+    from .i18n.font import RANGES
+
+    return {c for c in characters("zh") if any(a <= ord(c) <= b for a, b in RANGES)}
 
 
 def draw_grid(ax, x, y, rows, cols, *, cell=0.32, color="#cccccc", label=None, shape=True,
@@ -65,7 +99,7 @@ def _arrow(ax, start, end, text=None, *, offset=0.12):
                 ha="center", va="bottom", fontsize=9, color="#222222")
 
 
-def pipeline_three_tokens():
+def pipeline_three_tokens(lang="en"):
     """The three-token example as blocks: X -> Q, K, V -> scores -> weights -> output."""
     fig, ax = plt.subplots(figsize=(9.6, 3.5))
     ax.set_xlim(0, 12.2)
@@ -81,26 +115,26 @@ def pipeline_three_tokens():
         draw_grid(ax, 3.0, y, 3, 2, color=PALETTE[name.lower()], label=None, shape=False, row_labels=tokens)
         ax.text(3.0 + 2 * c + 0.12, y + 1.5 * c, f"${name}$  (3, 2)", ha="left", va="center", fontsize=12)
         _arrow(ax, (0.45 + 4 * c + 0.1, 1.1 + 1.5 * c), (2.72, y + 1.5 * c))
-    ax.text(1.45, 3.1, r"$XW^Q,\ XW^K,\ XW^V$" + "\n(each W is 4 x 2)", ha="center", va="bottom", fontsize=10)
+    ax.text(1.45, 3.1, r"$XW^Q,\ XW^K,\ XW^V$" + "\n" + _w("each_w", lang), ha="center", va="bottom", fontsize=10)
     # scores
     draw_grid(ax, 5.6, 1.1, 3, 3, color=PALETTE["s"], label=r"$S = QK^{\mathsf{T}}/\sqrt{2}$", row_labels=tokens,
               col_labels=tokens)
     _arrow(ax, (4.95, 2.45 + 1.5 * c), (5.25, 1.1 + 2.5 * c))
     _arrow(ax, (4.95, 1.1 + 1.5 * c), (5.3, 1.1 + 1.5 * c))
-    ax.text(5.6 + 1.5 * c, 0.8, "rows: queries\ncolumns: keys", ha="center", va="top", fontsize=10, color="#555555")
+    ax.text(5.6 + 1.5 * c, 0.8, _w("rows_cols", lang), ha="center", va="top", fontsize=10, color="#555555")
     # weights
     draw_grid(ax, 7.8, 1.1, 3, 3, color=PALETTE["w"], label=r"$A = \mathrm{softmax}(S)$", row_labels=tokens,
               col_labels=tokens)
     _arrow(ax, (5.6 + 3 * c + 0.1, 1.1 + 1.5 * c), (7.5, 1.1 + 1.5 * c))
-    ax.text(7.8 + 1.5 * c, 0.8, "each row\nsums to 1", ha="center", va="top", fontsize=10, color="#555555")
+    ax.text(7.8 + 1.5 * c, 0.8, _w("row_sums", lang), ha="center", va="top", fontsize=10, color="#555555")
     # output
-    draw_grid(ax, 10.4, 1.1, 3, 2, color=PALETTE["o"], label="output $AV$", row_labels=tokens)
+    draw_grid(ax, 10.4, 1.1, 3, 2, color=PALETTE["o"], label=_w("output", lang), row_labels=tokens)
     _arrow(ax, (7.8 + 3 * c + 0.1, 1.1 + 1.5 * c), (10.1, 1.1 + 1.5 * c))
     # V goes under everything to the output block
     y_v = -0.25 + 1.5 * c
     ax.plot([4.95, 10.4 + c], [y_v, y_v], color="#444444", linewidth=1.1)
     _arrow(ax, (10.4 + c, y_v), (10.4 + c, 0.72))
-    ax.text(7.4, y_v - 0.06, "V supplies the values that the weights mix", ha="center", va="top",
+    ax.text(7.4, y_v - 0.06, _w("v_supplies", lang), ha="center", va="top",
             fontsize=10, color="#555555")
     fig.tight_layout()
     return fig
@@ -119,13 +153,106 @@ def save(fig, path):
     plt.close(fig)
 
 
+ZH_FAMILY = "Attnbook Noto Sans SC"  # the name the merged slices get (attnbook.i18n.font.FAMILY)
+_SERVED_FONT: dict[str, Path] = {}
+
+
+def served_font(root: Path | None = None) -> Path:
+    """The site's Chinese font, from its committed WOFF2 slices (``make font``), as one
+    TrueType file in a temporary folder, family :data:`ZH_FAMILY`: the outlines the browser
+    draws, loadable by matplotlib. It holds the diagrams' Chinese characters only, in code
+    point order, with what matplotlib needs (outlines, metrics, cmap): the SVGs name each
+    glyph by its index in this font, so they do not change when `make font` cuts the slices
+    anew for characters the pages added."""
+    import tempfile
+
+    from fontTools.ttLib import TTFont
+
+    from .i18n.font import served_slices
+    from .i18n.units import BOOK_ROOT
+
+    root = Path(root or BOOK_ROOT)
+    if str(root) in _SERVED_FONT:
+        return _SERVED_FONT[str(root)]
+    slices = served_slices(root)
+    if not slices:
+        raise FileNotFoundError(f"no Chinese font slices in {root}/_static/fonts: run `make font`")
+    wanted = {ord(c) for c in chinese_characters()}
+    font = TTFont(str(slices[0]))
+    font.flavor = None
+    for table in ("GSUB", "GPOS", "BASE"):
+        if table in font:
+            del font[table]
+    glyf, hmtx = font["glyf"], font["hmtx"]
+    glyphs, metrics = {".notdef": glyf[".notdef"]}, {".notdef": hmtx[".notdef"]}
+    for path in slices:
+        part = TTFont(str(path))
+        for code, name in part.getBestCmap().items():
+            if code in wanted:
+                glyphs[f"uni{code:04X}"] = part["glyf"][name]
+                metrics[f"uni{code:04X}"] = part["hmtx"][name]
+    cmap = {code: f"uni{code:04X}" for code in sorted(wanted) if f"uni{code:04X}" in glyphs}
+    order = [".notdef"] + list(cmap.values())
+    font.setGlyphOrder(order)
+    glyf.glyphs, glyf.glyphOrder = {n: glyphs[n] for n in order}, order
+    hmtx.metrics = {n: metrics[n] for n in order}
+    for sub in font["cmap"].tables:
+        if sub.isUnicode():
+            sub.cmap = dict(cmap)
+    names = font["name"]
+    for record in list(names.names):
+        if record.nameID in (1, 4, 16, 17):
+            names.removeNames(nameID=record.nameID)
+    names.setName(ZH_FAMILY, 1, 3, 1, 0x409)
+    names.setName(ZH_FAMILY, 4, 3, 1, 0x409)
+    names.setName(ZH_FAMILY.replace(" ", ""), 6, 3, 1, 0x409)
+    out = Path(tempfile.mkdtemp(prefix="attnbook-font-")) / "attnbook-noto-sans-sc.ttf"
+    font.save(str(out))
+    from matplotlib import font_manager
+
+    font_manager.fontManager.addfont(str(out))
+    _SERVED_FONT[str(root)] = out
+    return out
+
+
+class _OneWeight:
+    """A logging filter: the served font has one weight, and matplotlib says so (at INFO, then
+    WARNING) each time a bold text's family list is resolved; bold Latin still comes from
+    DejaVu Sans Bold."""
+
+    def filter(self, record):
+        return not (ZH_FAMILY in record.getMessage() and "weight" in record.getMessage())
+
+
+@contextlib.contextmanager
+def language(lang="en", root: Path | None = None):
+    """The settings a diagram in `lang` is drawn and saved in: for Chinese, the served font
+    after DejaVu Sans (Latin, digits and math as in English; Chinese from the site's font)."""
+    if lang == "en":
+        yield
+        return
+    served_font(root)
+    log = logging.getLogger("matplotlib.font_manager")
+    quiet = _OneWeight()
+    log.addFilter(quiet)
+    try:
+        with matplotlib.rc_context({"font.family": ["DejaVu Sans", ZH_FAMILY]}):
+            yield
+    finally:
+        log.removeFilter(quiet)
+
+
 def main(argv=None):
+    """Write every diagram: English to OUT/NAME, Chinese to OUT/zh/NAME (OUT: figures)."""
     argv = sys.argv[1:] if argv is None else argv
     out = Path(argv[0] if argv else "figures")
-    out.mkdir(parents=True, exist_ok=True)
-    for name, draw in DIAGRAMS.items():
-        save(draw(), out / name)
-        print(f"wrote {out / name}")
+    for lang in LANGS:
+        folder = out if lang == "en" else out / lang
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, draw_it in DIAGRAMS.items():
+            with language(lang):
+                save(draw_it(lang=lang), folder / name)
+            print(f"wrote {folder / name}")
 
 
 # --- multi-head attention (Part III) ---
@@ -192,7 +319,7 @@ def _label_of(t, col):
     return f"{_TOK[t]}{col}"
 
 
-def concat_matmul():
+def concat_matmul(lang="en"):
     """(8, 6) @ (6, 2), and the same left factor times two (6, 2) blocks side by side = one (6, 4)."""
     fig, ax = _canvas(9.6, 3.5)
     c = 0.22
@@ -207,8 +334,8 @@ def concat_matmul():
     _sym(ax, x1 + 2 * c + 0.25, top - 4 * c, "=")
     x2 = x1 + 2 * c + 0.75
     _block(ax, x2, top, 8, 2, green, "XW1", fontsize=9, cell=c)
-    ax.text((x0 + x2 + 2 * c) / 2, 3.3, "one product: (8, 6) @ (6, 2)", ha="center", va="center", fontsize=12,
-            fontweight="bold")
+    ax.text((x0 + x2 + 2 * c) / 2, 3.3, _w("one_product", lang), ha="center", va="center", fontsize=12,
+            fontweight=_title_weight(lang))
     # right: two products in one
     ax.plot([4.45, 4.45], [0.6, 3.45], color="#bbbbbb", linewidth=1, linestyle=":")
     x0 = 4.85
@@ -223,10 +350,9 @@ def concat_matmul():
     _block(ax, x2, top, 8, 2, green, "XW1", top="", fontsize=9, cell=c)
     _block(ax, x2 + 2 * c, top, 8, 2, purple, "XW2", top="", left="", fontsize=9, cell=c)
     ax.text(x2 + 2 * c, top + 0.06, "4 = 2 + 2", ha="center", va="bottom", fontsize=10)
-    ax.text((x0 + x2 + 4 * c) / 2, 3.3, "two products in one: (8, 6) @ (6, 4)", ha="center", va="center",
-            fontsize=12, fontweight="bold")
-    ax.text(4.8, 0.25, "The green block, X @ W1, is the same in both pictures; "
-            "the purple block is X @ W2.", ha="center", va="center", fontsize=11, color="#333333")
+    ax.text((x0 + x2 + 4 * c) / 2, 3.3, _w("two_in_one", lang), ha="center", va="center",
+            fontsize=12, fontweight=_title_weight(lang))
+    ax.text(4.8, 0.25, _w("green_block", lang), ha="center", va="center", fontsize=11, color="#333333")
     return fig
 
 
@@ -248,21 +374,21 @@ def _token_slice(t):
     return texts, [[HEAD_COLOURS[h]] * _HS for h in range(_NH)]
 
 
-def _legend(ax, x, y, fontsize=10):
+def _legend(ax, x, y, fontsize=10, lang="en"):
     for h in range(_NH):
         ax.add_patch(Rectangle((x + h * 1.25, y - 0.09), 0.22, 0.18, facecolor=HEAD_COLOURS[h], edgecolor="#333333",
                                linewidth=0.7))
-        ax.text(x + h * 1.25 + 0.3, y, f"head {h}", ha="left", va="center", fontsize=fontsize)
+        ax.text(x + h * 1.25 + 0.3, y, _w("head", lang, h=h), ha="left", va="center", fontsize=fontsize)
 
 
-def _token_slices(ax, x0, top, gap, *, cw=0.42, ch=0.34):
+def _token_slices(ax, x0, top, gap, *, cw=0.42, ch=0.34, lang="en"):
     """The (N, NH, HS) array as one (NH, HS) slice per token, side by side, rows labelled h0.. on the
     first. Returns the total width."""
     for t in range(_N):
         tx, tc = _token_slice(t)
         xt = x0 + t * (_HS * cw + gap)
         sw, sh = _cells(ax, xt, top, tx, tc, cw=cw, ch=ch)
-        ax.text(xt + sw / 2, top + 0.06, f"token {_TOK[t]}", ha="center", va="bottom", fontsize=10)
+        ax.text(xt + sw / 2, top + 0.06, _w("token", lang, t=_TOK[t]), ha="center", va="bottom", fontsize=10)
         ax.text(xt + sw / 2, top - sh - 0.05, f"({_NH}, {_HS})", ha="center", va="top", fontsize=10)
         if t == 0:
             for hh in range(_NH):
@@ -270,20 +396,20 @@ def _token_slices(ax, x0, top, gap, *, cw=0.42, ch=0.34):
     return _N * (_HS * cw + gap) - gap
 
 
-def _head_blocks(ax, x0, top, gap, *, cw=0.42, ch=0.34):
+def _head_blocks(ax, x0, top, gap, *, cw=0.42, ch=0.34, lang="en"):
     """Each head's (N, HS) matrix, side by side, rows labelled by token. Returns the total width."""
     for hh in range(_NH):
         hx, hc = _head_block(hh)
         xh = x0 + hh * (_HS * cw + gap)
         bw, bh = _cells(ax, xh, top, hx, hc, cw=cw, ch=ch)
-        ax.text(xh + bw / 2, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        ax.text(xh + bw / 2, top + 0.06, _w("head", lang, h=hh), ha="center", va="bottom", fontsize=10)
         ax.text(xh + bw / 2, top - bh - 0.06, f"({_N}, {_HS})", ha="center", va="top", fontsize=10)
         for t in range(_N):
             ax.text(xh - 0.05, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=9)
     return _NH * (_HS * cw + gap) - gap
 
 
-def head_columns():
+def head_columns(lang="en"):
     """How the D = 6 columns of each token split into NH = 3 heads of HS = 2: (N, D) -> (N, NH, HS)."""
     fig, ax = _canvas(9.6, 2.85)
     cw, ch = 0.42, 0.34
@@ -294,65 +420,64 @@ def head_columns():
     for t in range(_N):
         ax.text(x0 - 0.08, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=11, fontweight="bold")
     for hh in range(_NH):
-        ax.text(x0 + (hh + 0.5) * _HS * cw, top + 0.06, f"head {hh}", ha="center", va="bottom", fontsize=10)
+        ax.text(x0 + (hh + 0.5) * _HS * cw, top + 0.06, _w("head", lang, h=hh), ha="center", va="bottom", fontsize=10)
         if hh:
             ax.plot([x0 + hh * _HS * cw] * 2, [top + 0.02, top - h - 0.02], color="#111111", linewidth=2.2)
-    ax.text(x0 + w / 2, top + 0.38, f"q for one sequence: (N, D) = ({_N}, {_D})", ha="center", va="bottom",
-            fontsize=11, fontweight="bold")
+    ax.text(x0 + w / 2, top + 0.38, _w("q_one_sequence", lang, n=_N, d=_D), ha="center", va="bottom",
+            fontsize=11, fontweight=_title_weight(lang))
     ax.text(x0 + w / 2, top - h - 0.08, f"D = {_D} = NH x HS = {_NH} x {_HS}", ha="center", va="top", fontsize=10)
     ax.text(x0 - 0.3, top - h / 2, f"N = {_N}", ha="right", va="center", fontsize=10)
     _arrow(ax, (x0 + w + 0.15, top - h / 2), (x0 + w + 1.15, top - h / 2))
-    ax.text(x0 + w + 0.65, top - h / 2 + 0.1, "reshape", ha="center", va="bottom", fontsize=10)
+    ax.text(x0 + w + 0.65, top - h / 2 + 0.1, _w("reshape", lang), ha="center", va="bottom", fontsize=10)
     ax.text(x0 + w + 0.65, top - h / 2 - 0.1, f"(N, NH, HS)", ha="center", va="top", fontsize=10)
     # (N, NH, HS): one (NH, HS) slice per token
     xs = x0 + w + 1.45
-    width = _token_slices(ax, xs, top, 0.32, cw=cw, ch=ch)
+    width = _token_slices(ax, xs, top, 0.32, cw=cw, ch=ch, lang=lang)
     ax.text(xs + width / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})",
-            ha="center", va="bottom", fontsize=11, fontweight="bold")
+            ha="center", va="bottom", fontsize=11, fontweight=_title_weight(lang))
     ax.text(xs + width / 2, top - _NH * ch - 0.32,
-            "each token's row, cut into NH rows of HS", ha="center", va="top", fontsize=10)
-    _legend(ax, 2.9, 0.22)
+            _w("cut_rows", lang), ha="center", va="top", fontsize=10)
+    _legend(ax, 2.9, 0.22, lang=lang)
     return fig
 
 
-def split_transpose():
+def split_transpose(lang="en"):
     """Which block of the (N, NH, HS) array becomes which head's (N, HS) matrix after the transpose."""
     fig, ax = _canvas(9.6, 3.25)
     cw, ch = 0.42, 0.34
     top = 2.5
     x0 = 0.5
-    width_in = _token_slices(ax, x0, top, 0.25, cw=cw, ch=ch)
+    width_in = _token_slices(ax, x0, top, 0.25, cw=cw, ch=ch, lang=lang)
     ax.text(x0 + width_in / 2, top + 0.38, f"(N, NH, HS) = ({_N}, {_NH}, {_HS})", ha="center", va="bottom",
-            fontsize=11, fontweight="bold")
-    ax.text(x0 + width_in / 2, top - _NH * ch - 0.34, "indexed [token, head, :]", ha="center", va="top", fontsize=10)
+            fontsize=11, fontweight=_title_weight(lang))
+    ax.text(x0 + width_in / 2, top - _NH * ch - 0.34, _w("indexed", lang), ha="center", va="top", fontsize=10)
     xa = x0 + width_in + 0.2
     _arrow(ax, (xa, top - 0.6), (xa + 1.0, top - 0.6))
-    ax.text(xa + 0.5, top - 0.5, "transpose", ha="center", va="bottom", fontsize=10)
-    ax.text(xa + 0.5, top - 0.7, "swap N, NH", ha="center", va="top", fontsize=10)
+    ax.text(xa + 0.5, top - 0.5, _w("transpose", lang), ha="center", va="bottom", fontsize=10)
+    ax.text(xa + 0.5, top - 0.7, _w("swap", lang), ha="center", va="top", fontsize=10)
     xs = xa + 1.25
-    width_out = _head_blocks(ax, xs, top, 0.45, cw=cw, ch=ch)
+    width_out = _head_blocks(ax, xs, top, 0.45, cw=cw, ch=ch, lang=lang)
     ax.text(xs + width_out / 2, top + 0.38, f"(NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center", va="bottom",
-            fontsize=11, fontweight="bold")
-    ax.text(4.8, 0.5, "Row h of every token's slice goes to head h, in token order: "
-            "head 1's matrix is the orange rows a2 a3, b2 b3, c2 c3, d2 d3.", ha="center", va="center",
+            fontsize=11, fontweight=_title_weight(lang))
+    ax.text(4.8, 0.5, _w("row_h", lang), ha="center", va="center",
             fontsize=10.5, color="#333333")
-    _legend(ax, 2.9, 0.18)
+    _legend(ax, 2.9, 0.18, lang=lang)
     return fig
 
 
-def merge_heads_diagram():
+def merge_heads_diagram(lang="en"):
     """Merging back: (NH, N, HS) -> transpose -> (N, NH, HS) -> reshape -> (N, D)."""
     fig, ax = _canvas(9.6, 3.2)
     cw, ch = 0.42, 0.34
     top = 2.45
     x0 = 0.5
-    width_in = _head_blocks(ax, x0, top, 0.35, cw=cw, ch=ch)
-    ax.text(x0 + width_in / 2, top + 0.38, f"head outputs (NH, N, HS) = ({_NH}, {_N}, {_HS})", ha="center",
-            va="bottom", fontsize=11, fontweight="bold")
+    width_in = _head_blocks(ax, x0, top, 0.35, cw=cw, ch=ch, lang=lang)
+    ax.text(x0 + width_in / 2, top + 0.38, _w("head_outputs", lang, nh=_NH, n=_N, hs=_HS), ha="center",
+            va="bottom", fontsize=11, fontweight=_title_weight(lang))
     xa = x0 + width_in + 0.25
     _arrow(ax, (xa, top - 0.68), (xa + 1.7, top - 0.68))
-    ax.text(xa + 0.85, top - 0.58, "transpose back", ha="center", va="bottom", fontsize=10)
-    ax.text(xa + 0.85, top - 0.78, "then reshape", ha="center", va="top", fontsize=10)
+    ax.text(xa + 0.85, top - 0.58, _w("transpose_back", lang), ha="center", va="bottom", fontsize=10)
+    ax.text(xa + 0.85, top - 0.78, _w("then_reshape", lang), ha="center", va="top", fontsize=10)
     xs = xa + 2.05
     texts, colours = _token_by_column()
     w, h = _cells(ax, xs, top, texts, colours)
@@ -360,17 +485,16 @@ def merge_heads_diagram():
         ax.text(xs - 0.08, top - (t + 0.5) * ch, _TOK[t], ha="right", va="center", fontsize=11, fontweight="bold")
     for hh in range(1, _NH):
         ax.plot([xs + hh * _HS * cw] * 2, [top + 0.02, top - h - 0.02], color="#111111", linewidth=2.2)
-    ax.text(xs + w / 2, top + 0.38, f"merged (N, NH*HS) = ({_N}, {_D})", ha="center", va="bottom", fontsize=11,
-            fontweight="bold")
-    ax.text(xs + w / 2, top - h - 0.08, "then @ W_o (D, D)", ha="center", va="top", fontsize=10)
-    ax.text(4.8, 0.55, "Each token's row is its three heads' outputs side by side: "
-            "the concatenation of the list-of-heads version.", ha="center", va="center", fontsize=10.5,
+    ax.text(xs + w / 2, top + 0.38, _w("merged", lang, n=_N, d=_D), ha="center", va="bottom", fontsize=11,
+            fontweight=_title_weight(lang))
+    ax.text(xs + w / 2, top - h - 0.08, _w("then_wo", lang), ha="center", va="top", fontsize=10)
+    ax.text(4.8, 0.55, _w("side_by_side", lang), ha="center", va="center", fontsize=10.5,
             color="#333333")
-    _legend(ax, 2.9, 0.18)
+    _legend(ax, 2.9, 0.18, lang=lang)
     return fig
 
 
-def wrong_reshape():
+def wrong_reshape(lang="en"):
     """Reshaping (N, D) straight to (NH, N, HS), without the transpose, versus the right way."""
     fig, ax = _canvas(9.6, 5.4)
     cw, ch = 0.42, 0.34
@@ -391,11 +515,11 @@ def wrong_reshape():
             tx, tc = cells_of(hh)
             xh = xs + hh * (_HS * cw + 0.45)
             bw, bh = _cells(ax, xh, top, tx, tc)
-            ax.text(xh + bw / 2, top + 0.06, f"'head {hh}'" if quote else f"head {hh}", ha="center", va="bottom", fontsize=10)
+            ax.text(xh + bw / 2, top + 0.06, _w("head_quoted" if quote else "head", lang, h=hh), ha="center", va="bottom", fontsize=10)
             for r in range(_N):
                 ax.text(xh - 0.05, top - (r + 0.5) * ch, f"{r}", ha="right", va="center", fontsize=9,
                         color="#555555")
-        ax.text(xs - 0.35, top + 0.42, title, ha="left", va="bottom", fontsize=11, fontweight="bold")
+        ax.text(xs - 0.35, top + 0.42, title, ha="left", va="bottom", fontsize=11, fontweight=_title_weight(lang))
         ax.text(xs - 0.35, top - _N * ch - 0.1, note, ha="left", va="top", fontsize=10, color="#333333")
         return xs
 
@@ -409,15 +533,15 @@ def wrong_reshape():
         return tx, tc
 
     top_r, top_w = 4.75, 2.3
-    xs = heads_row(top_r, "right: reshape to (N, NH, HS), then transpose", right,
-                   "each head holds its own columns of every token", quote=False)
-    heads_row(top_w, "wrong: reshape straight to (NH, N, HS)", wrong,
-              "'head 0' holds all of token a and part of b; rows are no longer tokens", quote=True)
+    xs = heads_row(top_r, _w("right", lang), right,
+                   _w("own_columns", lang), quote=False)
+    heads_row(top_w, _w("wrong", lang), wrong,
+              _w("head0_holds", lang), quote=True)
     for top in (top_r, top_w):
         _arrow(ax, (x0 + w + 0.15, top_src - h / 2), (xs - 0.45, top - _N * ch / 2))
-    ax.text(4.8, 0.3, "Both results have shape (3, 4, 2); only the colours and labels show the difference.",
+    ax.text(4.8, 0.3, _w("both_shapes", lang),
             ha="center", va="center", fontsize=10.5, color="#333333")
-    _legend(ax, 0.45, 0.95, fontsize=10)
+    _legend(ax, 0.45, 0.95, fontsize=10, lang=lang)
     return fig
 
 

@@ -1,6 +1,8 @@
 """`make pdf`: the built site printed to A4 PDFs by Debian's chromium, for teachers to print.
 
-For each page of the book (in the order of _toc.yml) and for each of two editions:
+Both editions of the site, English (``_build/html``) and Chinese (``_build/html/zh``), into
+``pdf/`` and ``pdf/zh/``. For each page of the book (in the order of _toc.yml; the Chinese
+book has the same pages) and for each of two editions:
 
 - ``pdf/student/<page>.pdf``: no solutions (the site's print style sheet,
   ``_static/print.css``, leaves them out of any printout by default);
@@ -9,7 +11,10 @@ For each page of the book (in the order of _toc.yml) and for each of two edition
 and the whole book for each edition, ``pdf/book-student.pdf`` and ``pdf/book-teacher.pdf``:
 a title page with a table of contents (each page's first page number, and a link to it),
 then every page, numbered through at the top right; the PDF's bookmarks list the pages.
-Each page's own PDF says "page N of M" at the foot.
+Each page's own PDF says "page N of M" at the foot. The Chinese PDFs (``pdf/zh/student/``,
+``pdf/zh/teacher/``, ``pdf/zh/book-student.pdf``, ``pdf/zh/book-teacher.pdf``) are the same
+in Chinese: every string this module adds (title page, contents, the foot of each page,
+"第N页，共M页") is Chinese (``STRINGS``), set in the site's Chinese font.
 
 The pages are served from the built site on 127.0.0.1 and every request to another host is
 blocked: a page that asked for one would fail the run (so would a failed request, or math
@@ -17,11 +22,17 @@ that MathJax did not typeset). Chinese is set in the site's own web font (Noto S
 the site's characters, in unicode-range slices: _static/fonts/, attnbook/i18n/font.py), as on
 screen, so no CJK font needs to be installed; before printing, every slice the page's text
 needs is loaded and the page laid out again with it (a table laid out before its font arrived
-would otherwise print its Chinese as nothing), and the PDF embeds the characters it uses. No
-LaTeX, no browser download: Playwright drives the chromium binary (CHROMIUM=/path/to/chromium).
+would otherwise print its Chinese as nothing), and the PDF embeds the characters it uses.
+Chromium draws its own header and footer without the page's web fonts (Chinese there would
+print as nothing), so a Chinese page's foot is printed as a page of its own, in the site's
+font, and laid over it (``Printer._stamp_feet``). Each page is loaded once and printed in
+both editions (MathJax typesets it once). No LaTeX, no browser download: Playwright drives the
+chromium binary (CHROMIUM=/path/to/chromium). At the end it prints what it wrote: how many
+PDFs, their size, each book's pages, the time (the README and the instructor guide send the
+reader there instead of typing numbers that change).
 
     python -m attnbook.handouts SITE_HTML OUTDIR [--pages chapters/06_masking ...]
-                                                 [--editions student teacher] [--no-book]
+                        [--editions student teacher] [--languages en zh] [--no-book]
 """
 from __future__ import annotations
 
@@ -47,11 +58,53 @@ LAUNCH_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking
                "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=127.0.0.1;localhost"]
 A4_MARGIN = {"top": "16mm", "bottom": "18mm", "left": "14mm", "right": "14mm"}
 TITLE = "Attention, computed"
+LANGUAGES = ("en", "zh")
 # The contents' links, as chromium prints them (it drops links to anchors that do not exist);
 # _link_contents turns each into a link to a page of the book. Nothing is ever fetched.
 PAGE_LINK = "http://attnbook-page.invalid/"
 
-__all__ = ["pages_in_order", "Printer", "make_pdfs", "main"]
+__all__ = ["pages_in_order", "STRINGS", "Printer", "make_pdfs", "main"]
+
+
+def _config_title(config: Path, default: str) -> str:
+    """The book's title in its _config.yml (the Chinese one is generated from locale/zh)."""
+    try:
+        text = Path(config).read_text(encoding="utf-8")
+    except OSError:
+        return default
+    m = re.search(r"^title:\s*(.+?)\s*$", text, re.M)
+    return m[1].strip("'\"") if m else default
+
+
+# Every string the handouts add to the printed pages, in each language ("page" is the foot of
+# each page's own PDF; "book" the books' document title; "edition" names the two sets).
+# The Chinese ones use only characters the site's font holds (tests/classroom/test_pdf.py).
+STRINGS = {
+    "en": {
+        "title": TITLE,
+        "contents": "Contents",
+        "student": "Student handout: the exercises without their solutions.",
+        "teacher": "Teacher's edition: every exercise with its solution.",
+        "page": "page {n} of {m}",
+        "book": "{title} ({edition})",
+        "edition": {"student": "student", "teacher": "teacher"},
+        "folder": "",  # pdf/
+        "site": "",  # _build/html/
+        "lang": "en",
+    },
+    "zh": {
+        "title": _config_title(ROOT / "zh" / "_config.yml", "动手算注意力"),
+        "contents": "目录",
+        "student": "学生讲义：只有练习，没有解答。",
+        "teacher": "教师版：每道练习都附解答。",
+        "page": "第{n}页，共{m}页",
+        "book": "{title}（{edition}）",
+        "edition": {"student": "学生版", "teacher": "教师版"},
+        "folder": "zh",  # pdf/zh/
+        "site": "zh/",  # _build/html/zh/
+        "lang": "zh-CN",
+    },
+}
 
 
 def pages_in_order(toc=ROOT / "_toc.yml") -> list[str]:
@@ -140,6 +193,26 @@ async ([teacher, family]) => {
 }
 """
 
+# Runs in a small document of this module's (title page, page numbers, a Chinese foot) before
+# printing: the site's Chinese font loaded for its text, then the document laid out again.
+FONTS = r"""
+async (family) => {
+  const cjk = (document.body.textContent || "").match(/[\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]+/g) || [];
+  if (cjk.length) {
+    const loaded = await document.fonts.load(`16px "${family}"`, cjk.join(""));
+    if (!loaded.length) throw new Error(`the font ${family} did not load for ${cjk.join("").slice(0, 20)}`);
+  }
+  await document.fonts.ready;
+  document.body.style.display = "none";
+  void document.body.offsetHeight;
+  document.body.style.display = "";
+  void document.body.offsetHeight;
+  return true;
+}
+"""
+
+# The foot of each page of an English page's PDF, drawn by chromium (its header and footer
+# cannot use the page's web fonts: a Chinese page's foot is stamped instead, see _feet).
 FOOTER = """<div style="font-size:8px; width:100%; margin:0 14mm; display:flex;
  justify-content:space-between; color:#555; font-family:sans-serif;">
 <span>{title} &middot; {page}</span>
@@ -213,34 +286,75 @@ class Printer:
         page.on("requestfailed", failed)
         page.on("response", response)
 
-    def print_page(self, name: str, target: Path, edition: str = "student") -> dict:
-        """Print the site's page `name` (e.g. 'chapters/06_masking') to `target`."""
+    def print_page(self, name: str, target: Path, edition: str = "student",
+                   lang: str = "en") -> dict:
+        """Print the site's page `name` (e.g. 'chapters/06_masking') to `target`; `lang` 'zh':
+        the Chinese edition's page (zh/chapters/06_masking.html), with a Chinese foot."""
+        return self.print_editions(name, {edition: target}, lang)[edition]
+
+    def print_editions(self, name: str, targets: dict, lang: str = "en") -> dict:
+        """Load the page `name` once and print it once per edition: {edition: target}.
+        Returns {edition: what PREPARE measured}."""
+        strings = STRINGS[lang]
+        where = strings["site"] + name
         page = self.context.new_page()
-        self._watch(page, f"{name} ({edition})")
+        self._watch(page, where)
+        infos = {}
         try:
-            page.goto(self.base + name + ".html", wait_until="load")
+            page.goto(self.base + where + ".html", wait_until="load")
             page.emulate_media(media="print")
-            info = page.evaluate(PREPARE, [edition == "teacher", FONT_FAMILY])
-            for what in info["overflow"]:
-                self.problems.append(f"{name}: wider than the paper, cut at the margin: {what}")
-            if info["showSource"]:
-                self.problems.append(f"{name}: {info['showSource']} 'Show code cell' bars printed")
-            wanted = info["solutions"] if edition == "teacher" else 0
-            if info["solutionsShown"] != wanted:
-                self.problems.append(f"{name} ({edition}): {info['solutionsShown']} of "
-                                     f"{info['solutions']} solutions printed")
-            if info["mathErrors"] or info["rawMath"]:
-                self.problems.append(f"{name}: math not typeset ({info['mathErrors']} errors, "
-                                     f"{info['rawMath']} raw TeX delimiters)")
-            label = html.escape(info["title"])
-            target.parent.mkdir(parents=True, exist_ok=True)
-            page.pdf(path=str(target), format="A4", margin=A4_MARGIN, print_background=True,
-                     display_header_footer=True, header_template="<span></span>",
-                     footer_template=FOOTER.format(title=TITLE, page=label),
-                     outline=True, tagged=True)
-            return info
+            for edition, target in targets.items():
+                info = infos[edition] = page.evaluate(PREPARE, [edition == "teacher", FONT_FAMILY])
+                self._check(where, edition, info)
+                label = html.escape(info["title"])
+                target = Path(target)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if lang == "en":
+                    foot = dict(display_header_footer=True, header_template="<span></span>",
+                                footer_template=FOOTER.format(title=TITLE, page=label))
+                else:  # chromium's footer has no web font: the foot is stamped on (_feet)
+                    foot = dict(display_header_footer=False)
+                page.pdf(path=str(target), format="A4", margin=A4_MARGIN, print_background=True,
+                         outline=True, tagged=True, **foot)
         finally:
             page.close()
+        if lang != "en":
+            for edition, target in targets.items():
+                self._stamp_feet(Path(target), infos[edition]["title"], lang)
+        return infos
+
+    def _check(self, where, edition, info):
+        for what in info["overflow"]:
+            self.problems.append(f"{where}: wider than the paper, cut at the margin: {what}")
+        if info["showSource"]:
+            self.problems.append(f"{where}: {info['showSource']} 'Show code cell' bars printed")
+        wanted = info["solutions"] if edition == "teacher" else 0
+        if info["solutionsShown"] != wanted:
+            self.problems.append(f"{where} ({edition}): {info['solutionsShown']} of "
+                                 f"{info['solutions']} solutions printed")
+        if info["mathErrors"] or info["rawMath"]:
+            self.problems.append(f"{where}: math not typeset ({info['mathErrors']} errors, "
+                                 f"{info['rawMath']} raw TeX delimiters)")
+
+    def _stamp_feet(self, target: Path, title: str, lang: str):
+        """Lay each page's foot (the book, the page's title, page N of M, in `lang`) over the
+        pages of `target`: printed by chromium as a document of its own, in the site's font."""
+        from pypdf import PdfReader, PdfWriter
+
+        reader = PdfReader(str(target))
+        feet_pdf = target.with_name(target.stem + ".feet.pdf")
+        self.html_to_pdf(_feet(title, len(reader.pages), lang), feet_pdf)
+        feet = PdfReader(str(feet_pdf))
+        writer = PdfWriter(clone_from=reader)
+        for page, foot in zip(writer.pages, feet.pages):
+            page.merge_page(foot)
+            page.compress_content_streams()  # merging decompressed them
+        writer.compress_identical_objects()
+        stamped = target.with_name(target.stem + ".stamped.pdf")
+        with open(stamped, "wb") as out:
+            writer.write(out)
+        os.replace(stamped, target)
+        feet_pdf.unlink()
 
     def html_to_pdf(self, document: str, target: Path, **options):
         """A small HTML document (the title page, the page-number overlay) printed to PDF."""
@@ -250,28 +364,35 @@ class Printer:
             page.route(self.base + "_attnbook_print_doc.html", lambda route: route.fulfill(
                 status=200, body=document, content_type="text/html; charset=utf-8"))
             page.goto(self.base + "_attnbook_print_doc.html")
-            page.evaluate("document.fonts.ready.then(() => true)")
+            page.evaluate(FONTS, FONT_FAMILY)
             page.pdf(path=str(target), format="A4", print_background=True, **options)
         finally:
             page.close()
 
 
-def _title_page(entries, edition: str) -> str:
+# The small documents below are served from the site's root: they name its Chinese font.
+_HEAD = """<!DOCTYPE html><html lang="{lang}"><head><meta charset="utf-8">
+<link rel="stylesheet" href="_static/fonts/noto-sans-sc.css"><style>{style}</style></head>"""
+_FONT = f'"{FONT_FAMILY}", system-ui, sans-serif'
+
+
+def _title_page(entries, edition: str, lang: str = "en") -> str:
+    strings = STRINGS[lang]
     rows = "\n".join(
         f'<tr><td><a href="{PAGE_LINK}{start}">{html.escape(title)}</a></td><td class="n">{start}</td></tr>'
         for title, start in entries)
-    what = ("Student handout: the exercises without their solutions." if edition == "student" else
-            "Teacher's edition: every exercise with its solution.")
-    return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+    style = f"""
     @page {{ size: A4; margin: 20mm 18mm; }}
-    body {{ font-family: system-ui, sans-serif; color: #222; }}
+    body {{ font-family: {_FONT}; color: #222; }}
     h1 {{ font-size: 28pt; margin: 0 0 4pt 0; }} p.what {{ color: #555; margin: 0 0 16pt 0; }}
     h2 {{ font-size: 14pt; border-bottom: 1px solid #999; padding-bottom: 3pt; }}
     table {{ width: 100%; border-collapse: collapse; font-size: 10.5pt; }}
     td {{ padding: 2.5pt 0; border-bottom: 1px dotted #bbb; }} td.n {{ text-align: right; width: 3em; }}
-    a {{ color: inherit; text-decoration: none; }}
-    </style></head><body><h1>{TITLE}</h1><p class="what">{what}</p>
-    <h2>Contents</h2><table>{rows}</table></body></html>"""
+    a {{ color: inherit; text-decoration: none; }}"""
+    return (_HEAD.format(lang=strings["lang"], style=style)
+            + f"""<body><h1>{html.escape(strings["title"])}</h1>
+    <p class="what">{html.escape(strings[edition])}</p>
+    <h2>{html.escape(strings["contents"])}</h2><table>{rows}</table></body></html>""")
 
 
 def _numbers_overlay(first: int, count: int) -> str:
@@ -284,7 +405,25 @@ def _numbers_overlay(first: int, count: int) -> str:
     </style></head><body>{pages}</body></html>"""
 
 
-def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
+def _feet(title: str, count: int, lang: str) -> str:
+    """`count` A4 pages, each with the foot of a page's own PDF (as FOOTER draws it in English):
+    the book and the page's title at the left, page N of M at the right, in the site's font."""
+    strings = STRINGS[lang]
+    left = html.escape(f"{strings['title']} · {title}")
+    pages = "".join(
+        f'<div class="p"><div class="f"><span>{left}</span>'
+        f'<span>{html.escape(strings["page"].format(n=k, m=count))}</span></div></div>'
+        for k in range(1, count + 1))
+    style = f"""
+    @page {{ size: A4; margin: 0; }} body {{ margin: 0; }}
+    .p {{ width: 210mm; height: 297mm; position: relative; break-after: page; }}
+    .f {{ position: absolute; left: 14mm; right: 14mm; bottom: 4.6mm; display: flex; gap: 4mm;
+          justify-content: space-between; font: 8px {_FONT}; color: #555; white-space: nowrap; }}
+    .f span:first-child {{ overflow: hidden; text-overflow: ellipsis; }}"""
+    return _HEAD.format(lang=strings["lang"], style=style) + f"<body>{pages}</body></html>"
+
+
+def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path, lang: str = "en"):
     """Title page + contents, then every page's PDF, numbered through, with bookmarks."""
     from pypdf import PdfReader, PdfWriter
     from pypdf.generic import Fit
@@ -298,7 +437,7 @@ def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
             entries.append((title, start))
             start += len(reader.pages)
         title_pdf = workdir / f"title-{edition}.pdf"
-        printer.html_to_pdf(_title_page(entries, edition), title_pdf)
+        printer.html_to_pdf(_title_page(entries, edition, lang), title_pdf)
         measured = len(PdfReader(str(title_pdf)).pages)
         if measured == contents_pages:
             break
@@ -322,7 +461,9 @@ def _book(printer: Printer, parts, edition: str, target: Path, workdir: Path):
         writer.add_outline_item(title=title, page_number=first - 1, fit=Fit.fit())
     # Links from the contents to each page's first page.
     _link_contents(writer, title_pdf, entries)
-    writer.add_metadata({"/Title": f"{TITLE} ({edition})"})
+    strings = STRINGS[lang]
+    writer.add_metadata({"/Title": strings["book"].format(title=strings["title"],
+                                                          edition=strings["edition"][edition])})
     writer.compress_identical_objects()  # the fonts and images each page repeats
     with open(target, "wb") as out:
         writer.write(out)
@@ -354,51 +495,81 @@ def _link_contents(writer, title_pdf, entries):
         page[NameObject("/Annots")] = keep
 
 
-def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, log=print) -> dict:
-    """Write the PDFs; returns {path: number of pages}. Raises SystemExit on any problem."""
+def make_pdfs(site, outdir, pages=None, editions=EDITIONS, book=True, log=print,
+              languages=LANGUAGES) -> dict:
+    """Write the PDFs (English into `outdir`, Chinese into `outdir`/zh); returns {path: number
+    of pages}. Raises SystemExit on any problem."""
     from pypdf import PdfReader
 
     site, outdir = Path(site), Path(outdir)
-    if not (site / "index.html").exists():
-        raise SystemExit(f"No built site in {site}: run `make book` first")
+    for lang in languages:
+        if not (site / STRINGS[lang]["site"] / "index.html").exists():
+            raise SystemExit(f"No built site in {site / STRINGS[lang]['site']}: "
+                             "run `make book` first")
     pages = pages or pages_in_order()
     written: dict[Path, int] = {}
+    books: dict[Path, int] = {}
     started = time.time()
     with Printer(site) as printer:
-        for edition in editions:
-            parts = []
+        for lang in languages:
+            root = outdir / STRINGS[lang]["folder"]
+            parts = {edition: [] for edition in editions}
             for name in pages:
-                if edition == "student" and name in TEACHERS_ONLY:
+                stem = name.replace("/", "-").replace("chapters-", "")
+                targets = {edition: root / edition / f"{stem}.pdf" for edition in editions
+                           if not (edition == "student" and name in TEACHERS_ONLY)}
+                if not targets:
                     continue
-                target = outdir / edition / (name.replace("/", "-").replace("chapters-", "") + ".pdf")
-                info = printer.print_page(name, target, edition)
-                n = len(PdfReader(str(target)).pages)
-                written[target] = n
-                parts.append((info["title"], target))
-                log(f"  {target} ({n} pages, {info['math']} formulas)")
+                infos = printer.print_editions(name, targets, lang)
+                for edition, target in targets.items():
+                    n = written[target] = len(PdfReader(str(target)).pages)
+                    parts[edition].append((infos[edition]["title"], target))
+                    log(f"  {target} ({n} pages, {infos[edition]['math']} formulas)")
             if book:
-                target = outdir / f"book-{edition}.pdf"
-                work = outdir / ".work"
+                work = root / ".work"
                 work.mkdir(parents=True, exist_ok=True)
-                written[target] = _book(printer, parts, edition, target, work)
+                for edition in editions:
+                    target = root / f"book-{edition}.pdf"
+                    written[target] = books[target] = _book(printer, parts[edition], edition,
+                                                            target, work, lang)
+                    log(f"  {target} ({written[target]} pages)")
                 shutil.rmtree(work)
-                log(f"  {target} ({written[target]} pages)")
         if printer.problems:
             raise SystemExit("make pdf: " + "\n  ".join(["problems:"] + printer.problems))
-    size = sum(p.stat().st_size for p in written)
-    log(f"{len(written)} PDFs in {outdir}/, {size / 1e6:.1f} MB, in {time.time() - started:.0f} s")
+    for line in summary(outdir, written, books, time.time() - started):
+        log(line)
     return {str(p): n for p, n in written.items()}
+
+
+def summary(outdir: Path, written: dict, books: dict, seconds: float) -> list[str]:
+    """What `make pdf` wrote, counted: the README and the instructor guide point here instead
+    of typing numbers that change with every chapter."""
+    mb = lambda paths: sum(Path(p).stat().st_size for p in paths) / 1e6  # noqa: E731
+    lines = [f"make pdf wrote {len(written)} PDFs into {outdir}/, {mb(written):.1f} MB, "
+             f"in {seconds / 60:.1f} min:"]
+    folders = sorted({Path(p).parent for p in written if Path(p) not in books})
+    for folder in folders:
+        files = [p for p in written if Path(p).parent == folder and Path(p) not in books]
+        printed = sum(written[p] for p in files)
+        lines.append(f"  {folder}/: {len(files)} pages of the book, {printed} printed pages, "
+                     f"{mb(files):.1f} MB")
+    for path, n in books.items():
+        lines.append(f"  {path}: {n} pages, {mb([path]):.1f} MB")
+    return lines
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("site", help="the built site, e.g. _build/html")
+    parser.add_argument("site", help="the built site, e.g. _build/html (Chinese: its zh/)")
     parser.add_argument("outdir")
     parser.add_argument("--pages", nargs="+", help="pages to print (default: the whole book)")
     parser.add_argument("--editions", nargs="+", choices=EDITIONS, default=list(EDITIONS))
+    parser.add_argument("--languages", nargs="+", choices=LANGUAGES, default=list(LANGUAGES),
+                        help="en: pdf/, zh: pdf/zh/ (default: both)")
     parser.add_argument("--no-book", action="store_true", help="only one PDF per page")
     args = parser.parse_args(argv)
-    make_pdfs(args.site, args.outdir, args.pages, args.editions, not args.no_book)
+    make_pdfs(args.site, args.outdir, args.pages, args.editions, not args.no_book,
+              languages=args.languages)
     return 0
 
 

@@ -1,7 +1,8 @@
 """Plotting helpers: attention heatmaps, bar charts of weights, small multiples.
 
 Every figure has an opaque white background so it reads the same in the
-site's light and dark themes. Labels are English only (no font dependency).
+site's light and dark themes. Labels are English; the Chinese pages draw the same
+figure in Chinese from an SVG stored beside each PNG (see ``use_book_style``).
 """
 
 from __future__ import annotations
@@ -31,11 +32,85 @@ def use_book_style():
 
     pyplot is imported first so that the notebook's inline backend has set its
     own defaults (a transparent figure background) before these replace them.
+    In a notebook it also makes every figure's PNG output carry the same figure
+    as SVG text (:func:`install_svg_formatter`).
     """
     import matplotlib.pyplot as plt
 
     plt.rcParams.update(_STYLE)
+    install_svg_formatter()
     return plt
+
+
+# --- the SVG twin of every figure (the Chinese pages draw it, translated) ---
+
+SVG_KEY = "attnbook"  # output.metadata["image/png"]["attnbook"]["svg"]
+SVG_RC = {
+    "svg.fonttype": "none",       # text stays text: the Chinese pages translate it
+    "svg.hashsalt": "attnbook",   # ids from a fixed salt: the same SVG on every run
+    "svg.image_inline": True,
+}
+
+
+def figure_svg(fig) -> str:
+    """The figure as SVG, its text kept as ``<text>``, byte for byte the same on every run
+    (fixed ids, no date), cropped as the notebook's PNG is (``bbox_inches="tight"``)."""
+    import io
+
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context(SVG_RC):
+        fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def install_svg_formatter() -> bool:
+    """In IPython, make a Figure's ``image/png`` output also carry its SVG (:func:`figure_svg`)
+    in the output's metadata, ``metadata["image/png"]["attnbook"]["svg"]``.
+
+    Metadata, not an ``image/svg+xml`` output: nbval compares every output's data but SVG
+    (it would compare path coordinates as text) and skips metadata, as it skips PNG. The PNG
+    is the inline backend's own, unchanged. `python -m attnbook.i18n build` draws the
+    Chinese page's figure from the SVG, its words translated. Returns False outside IPython.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "display_formatter"):
+        return False
+    import matplotlib
+    from matplotlib.figure import Figure
+
+    if "inline" in matplotlib.get_backend():
+        # the inline backend registers its own Figure formatters when its module is first
+        # imported (matplotlib loads it at the first figure): load it now, then wrap its PNG
+        import matplotlib_inline.backend_inline  # noqa: F401
+    png = shell.display_formatter.formatters["image/png"]
+    current = png.lookup_by_type(Figure) if Figure in png else None
+    if current is None:
+        return False
+    if getattr(current, "_attnbook_svg", False):
+        return True
+
+    def png_and_svg(fig):
+        data = current(fig)
+        if isinstance(data, tuple):
+            data, md = data
+        else:
+            md = {}
+        if data is None:
+            return None
+        return data, {**(md or {}), SVG_KEY: {"svg": figure_svg(fig)}}
+
+    png_and_svg._attnbook_svg = True
+    png.for_type(Figure, png_and_svg)
+    return True
+
+
+__all__ += ["figure_svg", "install_svg_formatter"]
 
 
 def heatmap(data, row_labels=None, col_labels=None, *, ax=None, title=None, hidden=None,

@@ -234,17 +234,20 @@ FIT = """
   const scrolls = e => e.scrollWidth > e.clientWidth + 1 &&
                        ["auto", "scroll"].includes(getComputedStyle(e).overflowX);
   const items = [...col.querySelectorAll(
-      "table, img, figure, mjx-container[display='true'], .attnbook-live, video, iframe")]
+      "table, img, figure, mjx-container, .attnbook-live, video, iframe")]
     .filter(e => e.getClientRects().length && e.getBoundingClientRect().width > 0)
     .map(e => {
       const r = e.getBoundingClientRect();
       let scroller = null;
       for (let a = e; a && a !== col; a = a.parentElement) if (scrolls(a)) { scroller = a; break; }
-      const kind = e.matches("mjx-container") ? "equation" : e.matches("table") ? "table"
+      const kind = e.matches("mjx-container[display='true']") ? "equation"
+                 : e.matches("mjx-container") ? "formula" : e.matches("table") ? "table"
                  : e.matches(".attnbook-live") ? "live figure" : "figure";
       return {kind, text: (e.getAttribute("alt") || e.textContent || "").replace(/\\s+/g, " ")
                             .trim().slice(0, 60),
-              width: Math.round(Math.max(r.width, e.scrollWidth)),
+              // (an inline formula's scrollWidth counts MathJax's hidden copy for screen
+              // readers, drawn wider than the formula: its box is what the reader sees)
+              width: Math.round(kind === "formula" ? r.width : Math.max(r.width, e.scrollWidth)),
               outside: Math.round(Math.max(left - r.left, r.right - right, 0)),
               scrolls: !!scroller,
               cue: !!scroller && getComputedStyle(scroller).backgroundAttachment
@@ -938,6 +941,11 @@ def _switch_round_trips(browser, base: str, pages: list[str], **options) -> dict
     return out
 
 
+# Chinese pages measured like the English ones (FIT at 1280 and 390 px, MathJax typeset): the
+# glossary's table, and chapters 08 and 09, whose long inline formulas a phone must wrap
+ZH_FIT = ("glossary.html", "chapters/08_multihead.html", "chapters/09_vectorised_heads.html")
+
+
 def _run_zh(html, browser, base_url):
     started = time.perf_counter()
     # every Chinese page once, MathJax stubbed out (the math of each Chinese page is the
@@ -969,6 +977,10 @@ def _run_zh(html, browser, base_url):
     live.close()
     rec = light_recorder(browser, base_url)
     rec.take_record()
+    result["zh_fit"] = {}
+    for path in ZH_FIT:
+        rec.visit("zh/" + path)  # COLLECT: MathJax typeset, images and fonts in
+        result["zh_fit"][path] = _fit(rec.page)["widths"]
     # the search, in Chinese
     result["zh_searches"] = {}
     for query, _ in ZH_SEARCHES:
@@ -1086,7 +1098,7 @@ def merge(parts: dict) -> dict:
         tour["pages"].update(part["pages"])
         for key, values in part.get("http", {}).items():
             tour["http"][key] += values
-        for key in ("searches", "dark", "file", "file_record", "nojs", "zh", "zh_searches",
+        for key in ("searches", "dark", "file", "file_record", "nojs", "zh", "zh_searches", "zh_fit",
                     "zh_section", "zh_section_docked", "switch_http", "switch_file"):
             if key in part:
                 tour[key] = part[key]

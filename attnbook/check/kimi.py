@@ -8,11 +8,11 @@ from typing import Callable
 import numpy as np
 
 from .. import reference as ref
-from ..checking import Case, Mistake, Verdict, _copy_args, _unchanged, parts_of, run_cases
+from ..checking import Case, Mistake, Verdict, run_cases
+from .linear import _call, _read, delta_inputs
 
 __all__ = ["kimi_step_cases", "kimi_step_mistakes", "check_kimi_delta_step"]
 
-_PARTS = ("output", "state")
 
 
 def _answer(state, q, k, v, g, beta):
@@ -34,28 +34,12 @@ def kimi_step_cases() -> list[Case]:
         ("3 heads at once (a leading axis), d_k = 2, d_v = 5", (3,), 2, 5),
         ("one head, a zero state (the first token), d_k = 3, d_v = 2", (), 3, 2),
     ]:
-        state = rng.normal(size=lead + (d_k, d_v))
-        if "zero state" in label:
-            state = np.zeros_like(state)
-        q, k = rng.normal(size=(2,) + lead + (d_k,))
-        k = k / np.linalg.norm(k, axis=-1, keepdims=True)
-        v = rng.normal(size=lead + (d_v,))
+        state, q, k, v = delta_inputs(rng, lead, d_k, d_v, zero_state="zero state" in label)
         g = np.round(-rng.uniform(0.05, 2.0, size=lead + (d_k,)), 2)   # per channel
         beta = np.round(rng.uniform(0.3, 0.9, size=lead), 2)
         o, s = _answer(state, q, k, v, g, beta)
         out.append(Case(label, (state, q, k, v, g, beta), {"state": s, "output": o}))
     return out
-
-
-def _call(fn, case):
-    args = _copy_args(case.args)
-    result = fn(*args, **case.kwargs)
-    _unchanged(args, case.args)
-    return parts_of(result, _PARTS, order=("state", "output"))
-
-
-def _read(s, x):
-    return np.einsum("...kv,...k->...v", s, x)          # S^T x: (..., d_v)
 
 
 def _read_t(s, x):

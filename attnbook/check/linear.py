@@ -30,17 +30,23 @@ def delta_step_cases() -> list[Case]:
         ("one head, a zero state (the first token), d_k = 2, d_v = 3",
          (), 2, 3, -0.7),
     ]:
-        state = rng.normal(size=lead + (d_k, d_v))
-        if "zero state" in label:
-            state = np.zeros_like(state)
-        q, k = rng.normal(size=(2,) + lead + (d_k,))
-        k = k / np.linalg.norm(k, axis=-1, keepdims=True)
-        v = rng.normal(size=lead + (d_v,))
+        state, q, k, v = delta_inputs(rng, lead, d_k, d_v, zero_state="zero state" in label)
         g_ = np.round(-rng.uniform(0.2, 1.5, size=lead), 2) if g is None else np.float64(g)
         beta = np.round(rng.uniform(0.3, 0.9, size=lead), 2)
         o, s = ref.delta_rule_step(state, q, k, v, g_, beta)
         out.append(Case(label, (state, q, k, v, g_, beta), {"state": s, "output": o}))
     return out
+
+
+def delta_inputs(rng, lead, d_k, d_v, *, zero_state=False):
+    """A case's state (..., d_k, d_v), query and unit-norm key (..., d_k), value (..., d_v)."""
+    state = rng.normal(size=lead + (d_k, d_v))
+    if zero_state:
+        state = np.zeros_like(state)
+    q, k = rng.normal(size=(2,) + lead + (d_k,))
+    k = k / np.linalg.norm(k, axis=-1, keepdims=True)
+    v = rng.normal(size=lead + (d_v,))
+    return state, q, k, v
 
 
 def _call(fn, case):

@@ -23,7 +23,9 @@ layout tables (vertical forms, localised variants) are left out, but for the hal
 of punctuation: they were 40 % of its size;
 and its outlines are TrueType (quadratic, converted within 1/1000 em), about 9 % smaller in
 WOFF2 than the original CFF.
-`make test` fails, naming the characters, when the site uses one the slices lack.
+The Chinese diagrams of figures/zh (attnbook/diagrams.py) are drawn from these slices, their
+text as outlines: their characters go in too (in the last slices, as characters no page shows).
+`make test` fails, naming the characters, when the site or a diagram uses one the slices lack.
 """
 
 from __future__ import annotations
@@ -61,6 +63,13 @@ def site_characters(html: Path) -> set[str]:
     return chars
 
 
+def diagram_characters() -> set[str]:
+    """The Chinese characters of the diagrams in figures/zh (drawn from the slices)."""
+    from ..diagram_words import characters
+
+    return {c for c in characters("zh") if _CJK.match(c)}
+
+
 def page_characters(html: Path) -> dict[str, set[str]]:
     """Each built page's CJK characters (both editions), by path relative to `html`."""
     pages = {}
@@ -73,7 +82,7 @@ def page_characters(html: Path) -> dict[str, set[str]]:
 
 def slices(html: Path) -> list[str]:
     """The characters of each slice, in order (see the module's docstring)."""
-    chars = site_characters(html)
+    chars = site_characters(html) | diagram_characters()
     pages = page_characters(html)
     names = sorted(pages)
     users = {c: tuple(n for n in names if c in pages[n]) for c in chars}

@@ -118,6 +118,59 @@ def numbers(text: str) -> Counter:
     return Counter(n.replace(",", "") for n in _NUMBER.findall(prose(text)))
 
 
+# A number and the word for its size after it: 4k, 128K, 1M, 7B, 54 thousand, 13.7万, 100万, 1亿.
+_SIZED = re.compile(r"(?<![A-Za-z0-9_.])(\d[\d,]*(?:\.\d+)?)"
+                    r"([kKMB](?![A-Za-z0-9])|百万|千万|[千万亿]|[ -](?:thousand|million|billion)(?![a-z]))?")
+_SIZES = {"k": (10**3, 2**10), "K": (10**3, 2**10), "M": (10**6, 2**20), "B": (10**9,),
+          "千": (10**3,), "万": (10**4,), "亿": (10**8,),
+          "百万": (10**6,), "千万": (10**7,)}
+
+
+def _values(number: str, size: str | None) -> frozenset:
+    """What a written number may mean: 04 is 4; 4k is 4,000 or 4,096; 13.7万 is 137,000.
+    A decimal with no size word means only itself (0.50 is not 0.5: the digits were printed)."""
+    digits = number.replace(",", "")
+    if size:
+        return frozenset(round(float(digits) * f, 6) for f in _SIZES[size.replace("-", " ").strip()
+                                                                        .replace("thousand", "k")
+                                                                        .replace("million", "M")
+                                                                        .replace("billion", "B")])
+    return frozenset([int(digits)]) if "." not in digits else frozenset()
+
+
+def _sized_numbers(text: str) -> list[tuple[str, str, frozenset]]:
+    return [(m.group(1).replace(",", ""), m.group(2) or "", _values(m.group(1), m.group(2)))
+            for m in _SIZED.finditer(prose(text))]
+
+
+def missing_numbers(english: str, chinese: str) -> list[str]:
+    """The English's numbers the Chinese does not have, written the same or as the same value in
+    Chinese form (13.7万 for 137k, 100万 for 1M, 4096 for 4k, 第4章 for chapter 04)."""
+    zh = _sized_numbers(chinese)
+    rest = []
+    for digits, size, values in _sized_numbers(english):   # the same digits and size word first
+        same = next((i for i, (d, s, _) in enumerate(zh) if d == digits and s == size), None)
+        if same is None:
+            rest.append((digits + size, values))
+        else:
+            del zh[same]
+    missing = []
+    for written, values in rest:                          # then the same value in another form
+        same = next((i for i, (_, _, v) in enumerate(zh) if values & v), None)
+        if same is None:
+            missing.append(written)
+        else:
+            del zh[same]
+    return missing
+
+
+# 位置信息（旋转位置编码（RoPE））: an English gloss in a bracket that is inside another bracket.
+_NESTED_GLOSS = re.compile(r"[（(][^（）()]*[（(][A-Za-z][^（）()]*[）)][^（）()]*[）)]")
+# [注意力（attention）](ch.ipynb): a gloss in a link's text.
+_LINK_GLOSS = re.compile(r"\[[^\]\n]*（[A-Za-z][^）\n]*）[^\]\n]*\]\(")
+# logit（logit）, FlashAttention（FlashAttention）: a term glossed by itself.
+_SAME_GLOSS = re.compile(r"(?<![A-Za-z])([A-Za-z][\w\- ]*?)（\1）", re.I)
+
 _PUNCT_AFTER = re.compile(f"[{CJK}][,;:?!]|[{CJK}]\\.(?!\\w)|[,;:?!] *[{CJK}]")
 _SPACE = re.compile(f"[{CJK}，。：；？！、（）] +[A-Za-z0-9`$]|[A-Za-z0-9`$] +[{CJK}，。：；？！、（）]")
 
@@ -147,6 +200,10 @@ def form_problems(unit: Unit, zh: str, tcomment: str = "") -> list[str]:
     out = []
     if unit.kind in ("title", "caption-part"):
         return out if _CJK.search(zh) else ["not Chinese"]
+    if unit.kind == "figure":  # a figure's label: its own rules (figures.py)
+        from .figures import form_problems as figure_problems
+
+        return figure_problems(unit.text, zh, tcomment)
     en_parts, zh_parts = parts(unit.text), parts(zh)
     for name, want in en_parts.items():
         got = zh_parts[name]
@@ -159,9 +216,20 @@ def form_problems(unit: Unit, zh: str, tcomment: str = "") -> list[str]:
             if extra:
                 msg += f"; added {extra}"
             out.append(msg)
-    missing_numbers = numbers(unit.text) - numbers(zh)
-    if missing_numbers:
-        out.append(f"numbers of the English missing: {sorted(missing_numbers)}")
+    missing = missing_numbers(unit.text, zh)
+    if missing:
+        out.append(f"numbers of the English missing: {sorted(missing)}")
+    for m in _NESTED_GLOSS.finditer(zh_prose_all := prose(zh)):
+        out.append(f"a gloss inside another bracket: {m.group(0)!r} (gloss the term once, at its "
+                   "first use, outside other brackets)")
+        break
+    for m in _LINK_GLOSS.finditer(_fences(zh)[1]):
+        out.append(f"a gloss inside a link's text: {m.group(0)!r} (put the English outside the link, "
+                   "or leave it out)")
+        break
+    for m in _SAME_GLOSS.finditer(_MATH.sub(" ", _fences(zh)[1])):
+        out.append(f"a gloss identical to its term: {m.group(0)!r}")
+        break
     words = re.findall(r"[A-Za-z]{3,}", prose(unit.text))
     zh_prose = prose(zh)
     if len(words) >= 3 and not _CJK.search(zh_prose):
@@ -281,28 +349,34 @@ def uses(term: Term, english: str, root: Path = BOOK_ROOT) -> str | None:
 
 
 def term_problems(page: str, units: list[Unit], zh: dict[str, str], comments: dict[str, str],
-                  root: Path = BOOK_ROOT) -> list[str]:
-    """Glossary terms on one page: each used in Chinese, the first use with its English."""
+                  root: Path = BOOK_ROOT, glossed: set[str] | None = None) -> list[str]:
+    """Glossary terms on one page: each used in Chinese; where the page must gloss a term
+    (`glossed`, the rows of the terms it must gloss; None: every term it uses), the first use
+    gives the English in brackets. Elsewhere a gloss is allowed, not wanted."""
     out = []
     units = [u for u in units if u.ctx in zh and u.kind not in ("title", "caption-part")]
     normal = {u.ctx: _normal(u.text) for u in units}
     squeezed = {u.ctx: _squeeze(zh[u.ctx]) for u in units}
     for term in glossary_terms(root):
-        first = True
+        first = glossed is None or term.row in glossed
         for u in units:
             name = _uses_normal(term, normal[u.ctx], root)
             if name is None or f"glossary: not {name}" in comments.get(u.ctx, ""):
                 continue
+            if u.kind == "figure" and "figure: as in English" in comments.get(u.ctx, ""):
+                continue  # a figure's string kept in English (a token, a symbol)
             text = squeezed[u.ctx]
             found = [c for c in term.chinese if c.lower() in text.lower()]
             if not found:
                 out.append(f"{u.ctx}: uses {name!r}; the Chinese has none of {list(term.chinese)}")
                 continue
-            if first and not _is_heading_only(text):
+            if first and u.kind != "figure" and not _is_heading_only(text):  # a label: no gloss
                 first = False
                 if not any(_CJK.search(c) for c in found):
                     continue  # the English name itself (token, logits): nothing to bracket
-                if not re.search(rf"[（(][^）)]*{re.escape(name)}", text, re.I):
+                if any(w.lower() in name for c in found for w in re.findall(r"[A-Za-z]{2,}", c)):
+                    continue  # KV缓存, Adam优化器, RoPE基数: the English is in the name already
+                if not re.search(rf"[（(][^）)]*{re.escape(name)}", _LINK.sub("]", text), re.I):
                     out.append(f"{u.ctx}: first use of {list(term.chinese)[0]} on this page: give the "
                                f"English in brackets, e.g. {term.chinese[0]}（{name}）")
     return out

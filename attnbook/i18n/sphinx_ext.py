@@ -23,10 +23,20 @@ system instead of the theme's two:
 - MathJax (served by sphinx-mathjax-offline) loads as its components, TeX input, HTML output
   and the hidden MathML that screen readers read, without the right-click menu that its
   combined ``tex-chtml.js`` bundles (108 of its 264 KB): the math is typeset as before.
+
+And it speaks Simplified Chinese on the Chinese site where the theme and Sphinx do not (their
+zh_CN catalogues lack some strings, use Taiwan terms for others, and some templates write
+English outright): :data:`THEME_ZH` is put in front of the catalogues the templates and Sphinx
+translate through (Sphinx's own and the theme's, "sphinx" and "booktheme"), the theme's
+hard-coded labels go through the same translation (:data:`TEMPLATE_EDITS`), and so do
+myst-nb's label of a hidden cell and the live figures' no-JavaScript note (the notebooks store
+both editions' outputs in English). tests/site/test_site.py lists the English strings a built
+Chinese page must not have, and the Chinese it must.
 """
 
 from __future__ import annotations
 
+import gettext
 import re
 from html import escape
 from pathlib import Path
@@ -81,6 +91,17 @@ def _search_words(app, config):
 # Template edits (template name -> [(regex, replacement)]): each must match once, or the
 # build warns (and -W fails it): a new theme version is then noticed, not silently heavier.
 TEMPLATE_EDITS = {
+    # the theme's labels it writes in English whatever the language: through gettext, so
+    # that THEME_ZH translates them (on the English site they stay as they are)
+    "toggle-primary-sidebar.html": [(r'title="Toggle primary sidebar"',
+                                     'title="{{ _(\'Toggle primary sidebar\') }}"')],
+    "toggle-secondary-sidebar.html": [(r'title="Toggle secondary sidebar"',
+                                       'title="{{ _(\'Toggle secondary sidebar\') }}"')],
+    "sbt-sidebar-nav.html": [(r'aria-label="Main"', 'aria-label="{{ _(\'Main\') }}"')],
+    # "By AUTHOR" as one string, so that Chinese can write 作者：AUTHOR (no space after the colon)
+    "author.html": [(r"\{\{ translate\('By'\) \}\} \{\{ author \}\}",
+                     "{{ _('By %(author)s') % {'author': author} }}")],
+    "sphinx_book_theme/layout.html": [(r'<nav aria-label="Page">', '<nav aria-label="{{ _(\'Page\') }}">')],
     "static/webpack-macros.html": [
         (r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>', ""),
     ],
@@ -101,8 +122,10 @@ def _edit_templates(app):
     def get_source(environment, template):
         source, filename, uptodate = original(environment, template)
         name = template.lstrip("!")
-        if filename and name == "layout.html" and "pydata_sphinx_theme" in Path(filename).parts:
-            name = "pydata_sphinx_theme/layout.html"
+        if filename and name == "layout.html":
+            for theme in ("pydata_sphinx_theme", "sphinx_book_theme"):
+                if theme in Path(filename).parts:
+                    name = f"{theme}/layout.html"
         for pattern, replacement in TEMPLATE_EDITS.get(name, []):
             source, n = re.subn(pattern, replacement, source)
             if n != 1:
@@ -111,6 +134,102 @@ def _edit_templates(app):
         return source, filename, uptodate
 
     templates.get_source = get_source
+
+
+# --- the Chinese site's theme strings ---------------------------------------------------
+
+#: Sphinx's, the themes' and myst-nb's English (or Taiwan-Chinese) interface strings, in
+#: Simplified Chinese; msgid -> msgstr, looked up before the catalogues' own.
+THEME_ZH = {
+    # Sphinx (the ¶ beside every heading) and pydata-sphinx-theme
+    "Link to this heading": "链接到此标题",
+    "Color mode": "颜色模式",
+    "System Settings": "跟随系统",
+    "Light": "浅色",
+    "Dark": "深色",
+    "© Copyright %(copyright)s.": "© %(copyright)s 版权所有。",
+    # sphinx-book-theme (its zh_CN catalogue says 列印成 PDF, a Taiwan term)
+    "Print to PDF": "打印为PDF",
+    "By %(author)s": "作者：%(author)s",
+    # hard-coded in the themes' templates (TEMPLATE_EDITS puts them through gettext)
+    "Toggle primary sidebar": "显示/隐藏目录",
+    "Toggle secondary sidebar": "显示/隐藏本页导航",
+    "Main": "全书目录",
+    "Page": "本页目录",
+}
+SEARCH_ZH = "搜索本书……"  # the search box's placeholder (Jupyter Book: "Search this book...")
+#: myst-nb's button over a hidden code cell (its HTML visitor writes the English label)
+HIDDEN_CELL = ('aria-label="Toggle hidden content"', 'aria-label="显示/隐藏代码"')
+CATALOGS = ("sphinx", "booktheme")  # the gettext catalogues the templates translate through
+
+
+class ThemeStrings(gettext.NullTranslations):
+    """A catalogue that answers from `table` first, then from the catalogue it is put in
+    front of."""
+
+    def __init__(self, table: dict[str, str], fallback=None):
+        super().__init__()
+        self.table = table
+        if fallback is not None:
+            self.add_fallback(fallback)
+
+    def gettext(self, message):
+        if message in self.table:
+            return self.table[message]
+        return super().gettext(message)
+
+    def ngettext(self, msgid1, msgid2, n):
+        if n == 1 and msgid1 in self.table:
+            return self.table[msgid1]
+        return super().ngettext(msgid1, msgid2, n)
+
+
+def _theme_strings(app, config):
+    """On the Chinese site: THEME_ZH before Sphinx's and the theme's catalogues (the HTML
+    templates are given app.translator when the builder starts, after this), the search
+    box's text, and myst-nb's hidden-cell label."""
+    if config.attnbook_language != "zh":
+        return
+    from sphinx import locale
+
+    for catalog in CATALOGS:
+        key = ("general", catalog)
+        locale.translators[key] = ThemeStrings(THEME_ZH, locale.translators.get(key))
+    app.translator = locale.translators[("general", "sphinx")]
+    config.html_theme_options = {**(config.html_theme_options or {}), "search_bar_text": SEARCH_ZH}
+    _hidden_cell_label(app)
+
+
+def _hidden_cell_label(app):
+    from myst_nb.sphinx_ import HideCodeCellNode, depart_HideCellInput, visit_HideCellInput
+
+    def visit(self, node):
+        start = len(self.body)
+        visit_HideCellInput(self, node)
+        for i in range(start, len(self.body)):
+            if HIDDEN_CELL[0] in self.body[i]:
+                self.body[i] = self.body[i].replace(*HIDDEN_CELL)
+                return
+        logger.warning("attnbook: myst-nb's hidden-cell button changed: no "
+                       f"{HIDDEN_CELL[0]} (attnbook/i18n/sphinx_ext.py, HIDDEN_CELL)")
+
+    app.add_node(HideCodeCellNode, override=True, html=(visit, depart_HideCellInput))
+
+
+def _noscript_note(app, doctree, docname):
+    """The live figures' no-JavaScript note in the page's language (the Chinese notebooks'
+    outputs are the English ones)."""
+    if app.config.attnbook_language != "zh":
+        return
+    from docutils import nodes
+
+    from ..live.base import NOSCRIPT
+
+    for node in list(doctree.findall(nodes.raw)):
+        text = node.astext()
+        if NOSCRIPT["en"] in text:
+            node.replace_self(nodes.raw("", text.replace(NOSCRIPT["en"], NOSCRIPT["zh"]),
+                                        format=node.get("format", "html")))
 
 
 ICON_FONTS = "_static/vendor/fontawesome/webfonts"
@@ -204,6 +323,8 @@ def _mathjax_components(app, config):
 def setup(app):
     app.add_config_value("attnbook_language", "en", "html")
     app.connect("config-inited", _search_words)
+    app.connect("config-inited", _theme_strings)
+    app.connect("doctree-resolved", _noscript_note)
     app.connect("html-page-context", _page_context)
     app.connect("builder-inited", _edit_templates)
     app.connect("config-inited", _mathjax_components, priority=900)

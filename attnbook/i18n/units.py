@@ -6,7 +6,8 @@ captions of its parts). A *unit* is one piece of English prose with a stable nam
 gettext `msgctxt`):
 
 - a notebook's markdown cell: its cell id (`a1b2c3d4`); a code cell's figure alt text or
-  caption in its metadata: the cell id and the field (`a1b2c3d4 alt`);
+  caption in its metadata: the cell id and the field (`a1b2c3d4 alt`); each string of its
+  matplotlib figures that has a letter: `a1b2c3d4 figure: <the string>` (figures.py);
 - a Markdown page's block (paragraph, heading, table, list, a fenced directive whole):
   `block` and its number among the page's blocks with the same text, so that inserting a
   paragraph does not change the name of the others;
@@ -34,7 +35,7 @@ class Unit:
     page: str      # "chapters/03_softmax"
     ctx: str       # the unit's name within its page (gettext msgctxt)
     text: str      # the English (gettext msgid)
-    kind: str      # "markdown", "alt", "caption", "block", "title", "caption-part"
+    kind: str      # "markdown", "alt", "caption", "figure", "block", "title", "caption-part"
 
 
 def _source(cell) -> str:
@@ -159,7 +160,15 @@ def notebook_units(page: str, nb: dict) -> list[Unit]:
         elif cell["cell_type"] == "code":
             for kind, field, text in figure_fields(cell):
                 units.append(Unit(page, f"{cid} {kind}.{field}", text, field))
+            units += figure_units(page, cell)
     return units
+
+
+def figure_units(page: str, cell) -> list[Unit]:
+    """The words of a code cell's matplotlib figures (attnbook/i18n/figures.py)."""
+    from .figures import cell_strings, unit_ctx
+
+    return [Unit(page, unit_ctx(cell.get("id"), s), s, "figure") for s in cell_strings(cell)]
 
 
 def book_units(root: Path = BOOK_ROOT) -> list[Unit]:

@@ -33,6 +33,21 @@ def notebook_language() -> str:
     return "zh" if path.startswith("zh/") or "/zh/" in path else "en"
 
 
+#: What a reader with JavaScript off sees on the site before a live figure, instead of an
+#: empty box. The notebooks store the English (their outputs are one for both editions); the
+#: Chinese site shows the Chinese (attnbook/i18n/sphinx_ext.py, tested in tests/site).
+NOSCRIPT = {
+    "en": ("This live figure needs JavaScript. Without it, the chapter's static figures show "
+           "the same computation at fixed settings."),
+    "zh": "这个交互图需要JavaScript。没有JavaScript时，本章的静态图在固定的设置下展示同样的计算。",
+}
+
+
+def noscript_note(lang: str = "en") -> str:
+    """The HTML of the no-JavaScript note in `lang`."""
+    return f"<noscript data-attnbook-live><p><em>{NOSCRIPT[lang]}</em></p></noscript>"
+
+
 def _fixed(x: float, digits: int) -> str:
     """Python's formatting, as the JavaScript core's pyFixed reproduces it."""
     return f"{float(x):.{digits}f}"
@@ -93,11 +108,7 @@ if anywidget is not None:
 
             # what a reader with JavaScript off sees on the site, instead of
             # an empty box (with JavaScript on, a <noscript> shows nothing)
-            display(HTML(
-                "<noscript data-attnbook-live><p><em>This live figure needs "
-                "JavaScript. Without it, the chapter's static figures show "
-                "the same computation at fixed settings.</em></p>"
-                "</noscript>"))
+            display(HTML(noscript_note("en")))
             bundle = self._repr_mimebundle_()
             data, meta = bundle if isinstance(bundle, tuple) else (bundle, {})
             display(data, metadata=meta, raw=True)

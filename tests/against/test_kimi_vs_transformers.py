@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from attnbook import reference as ref
+from delta_rule_inputs import D_K, D_V, TOL, delta_inputs, transformers_delta
 from optional import chapter_cell, imports, needs
 
 pytestmark = needs("torch", "transformers")
@@ -28,29 +29,14 @@ _imports = imports(
     kl="transformers.models.kimi_linear.modeling_kimi_linear")
 
 CHAPTER = Path(__file__).resolve().parents[2] / "chapters" / "22c_kimi_delta_attention.ipynb"
-B, N, H, D_K, D_V = 2, 11, 3, 4, 5
-TOL = 2e-6  # transformers computes in float32
 
 
 def _inputs(seed=0):
-    rng = np.random.default_rng(seed)
-    q, k = rng.normal(size=(2, B, H, N, D_K))                      # (B, H, N, d_k)
-    k = k / np.linalg.norm(k, axis=-1, keepdims=True)              # as Kimi does
-    v = rng.normal(size=(B, H, N, D_V))                            # (B, H, N, d_v)
-    g = -rng.uniform(0.01, 1.5, size=(B, H, N, D_K))               # per channel
-    beta = rng.uniform(0.05, 1.0, size=(B, H, N))
-    s0 = rng.normal(size=(B, H, D_K, D_V))
-    return q, k, v, g, beta, s0
+    return delta_inputs(seed, per_channel=True, g_high=1.5)
 
 
-def _theirs(fn, q, k, v, g, beta, s0, **kwargs):
-    def t(a):  # (B, H, N, ...) -> transformers' (B, N, H, ...)
-        return torch.tensor(np.swapaxes(a, 1, 2).copy())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        o, s = fn(t(q), t(k), t(v), g=t(g), beta=t(beta), initial_state=torch.tensor(s0),
-                  output_final_state=True, **kwargs)
-    return np.swapaxes(o.double().numpy(), 1, 2), s.double().numpy()
+def _theirs(fn, *args, **kwargs):
+    return transformers_delta(torch, fn, *args, **kwargs)
 
 
 @pytest.mark.parametrize("chunk_size", [None, 1, 3, 4, 64], ids=lambda c: f"chunk={c}")

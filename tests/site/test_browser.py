@@ -315,6 +315,23 @@ def test_tables_figures_and_equations_fit_their_column(visits, record_property):
         "\n".join(problems[:40])
 
 
+def test_chinese_pages_fit_their_column(zh_tour):
+    """The Chinese glossary's table (Chinese columns, code kept whole) and chapters 08 and 09
+    (their long inline formulas, which a phone wraps: _static/attnbook.css) fit their column
+    at 1280 and 390 px, measured as the English pages are, with MathJax typeset."""
+    import site_tour
+
+    fits = zh_tour["zh_fit"]
+    assert sorted(fits) == sorted(site_tour.ZH_FIT), sorted(fits)
+    counted = {}
+    for fit in fits.values():
+        for item in fit[str(PHONE["width"])]["items"]:
+            counted[item["kind"]] = counted.get(item["kind"], 0) + 1
+    assert counted.get("table", 0) >= 2 and counted.get("formula", 0) > 100, counted
+    problems = [f"zh/{path}: {p}" for path, fit in fits.items() for p in fit_problems(fit)]
+    assert not problems, "\n".join(problems)
+
+
 def test_the_fit_check_catches_what_does_not_fit(tmp_path):
     """FIT and fit_problems on a page made for it: a table and an image wider than the
     column, an equation that scrolls with no shadow, are each caught, at both widths; what

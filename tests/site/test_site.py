@@ -148,3 +148,72 @@ def test_every_chinese_page_has_the_english_pages_math(site):
             differ.append(f"{name}: only English {list((en - zh).elements())[:2]}, "
                           f"only Chinese {list((zh - en).elements())[:2]}")
     assert not differ, "\n".join(differ)
+
+
+def test_chinese_pages_draw_the_figures_in_chinese(site):
+    """Each matplotlib figure: a PNG image on the English page, inline SVG in Chinese on the
+    Chinese page (role="img", aria-label in Chinese; attnbook/i18n/figures.py), as many."""
+    from attnbook.i18n import figures
+
+    pages = [p for p in (ROOT / "chapters").glob("*.ipynb")
+             if '"image/png"' in p.read_text(encoding="utf-8")]
+    assert len(pages) >= 25
+    cjk = re.compile("[\u4e00-\u9fff]")
+    for nb in pages:
+        en = (site["html"] / "chapters" / f"{nb.stem}.html").read_text(encoding="utf-8")
+        zh = (site["html"] / "zh" / "chapters" / f"{nb.stem}.html").read_text(encoding="utf-8")
+        n_png = len(re.findall(r'<img [^>]*src="[^"]*\.png"', en))
+        svgs = re.findall(r'<svg role="img" aria-label="([^"]*)" class="%s"(.*?)</svg>'
+                          % figures.HTML_CLASS, zh, re.S)
+        assert n_png and len(svgs) == n_png, f"{nb.stem}: {n_png} PNG(s) in English, {len(svgs)} SVG(s) in Chinese"
+        assert "attnbook-figure-zh" not in en, nb.stem
+        for label, body in svgs:
+            assert cjk.search(label), f"{nb.stem}: an aria-label not in Chinese: {label[:60]}"
+            assert any(cjk.search(t) for t in re.findall(r"<text\b[^>]*>([^<]*)</text>", body)), \
+                f"{nb.stem}: a figure with no Chinese word"
+
+
+# The theme's interface strings on the Chinese site (attnbook/i18n/sphinx_ext.py: THEME_ZH,
+# TEMPLATE_EDITS, HIDDEN_CELL; the live figures' note: attnbook/live/base.py NOSCRIPT).
+ENGLISH_UI = ["Search this book...", "列印成", "Toggle primary sidebar", "Toggle secondary sidebar",
+              "Color mode", "System Settings", "Link to this heading", "The attnbook authors",
+              "Toggle hidden content", "This live figure needs JavaScript", "© Copyright",
+              'aria-label="Main"', 'aria-label="Page"']
+CHINESE_UI = ['placeholder="搜索本书……"', "打印为PDF", 'title="显示/隐藏目录"', 'title="显示/隐藏本页导航"',
+              'data-bs-title="颜色模式"', 'title="链接到此标题"', "作者：attnbook编写组",
+              'aria-label="显示/隐藏代码"', "这个交互图需要JavaScript", "版权所有"]
+# English a Chinese page may keep in an attribute: the switch to the English page (written in
+# the language it leads to), key names, the language's own name
+ENGLISH_ALLOWED = {"Read this page in English", "English", "Ctrl"}
+
+
+def test_the_chinese_site_speaks_chinese_in_its_interface(site):
+    """Chapter 01 in Chinese (a live figure, hidden code cells, headings, the footer) has none
+    of the theme's English strings and all their Chinese; the English page keeps its English."""
+    zh = (site["html"] / "zh" / "chapters" / "01_three_tokens.html").read_text(encoding="utf-8")
+    assert not [s for s in ENGLISH_UI if s in zh], [s for s in ENGLISH_UI if s in zh]
+    assert not [s for s in CHINESE_UI if s not in zh], [s for s in CHINESE_UI if s not in zh]
+    en = (site["html"] / "chapters" / "01_three_tokens.html").read_text(encoding="utf-8")
+    for s in ["Search this book...", "Toggle primary sidebar", "Link to this heading",
+              "By The attnbook authors", "This live figure needs JavaScript", "Print to PDF"]:
+        assert s in en, s
+    assert not re.search(r"[\u4e00-\u9fff]", re.sub(r'<nav class="attnbook-lang".*?</nav>', "", en[:en.find(
+        '<article')], flags=re.S)), "Chinese in the English page's interface"
+
+
+def test_no_english_attribute_on_a_chinese_page(site):
+    """Every title, aria-label, placeholder and tooltip of every Chinese page is Chinese (or
+    one of ENGLISH_ALLOWED); a theme update that brings back an English label fails here."""
+    english = {}
+    for page in sorted((site["html"] / "zh").rglob("*.html")):
+        rel = page.relative_to(site["html"]).as_posix()
+        if re.search(r"(^|/)_(static|sources|images)/", rel):
+            continue
+        text = page.read_text(encoding="utf-8")
+        for value in re.findall(r'(?:title|aria-label|placeholder|data-bs-title|data-tooltip)="([^"]*)"',
+                                text):
+            if re.search(r"[A-Za-z]{3}", value) and not re.search(r"[\u4e00-\u9fff]", value) \
+                    and value not in ENGLISH_ALLOWED:
+                english.setdefault(value, rel)
+    assert not english, f"{len(english)} English attribute value(s) on Chinese pages: " + \
+        "; ".join(f"{v!r} ({p})" for v, p in list(english.items())[:20])
