@@ -77,9 +77,13 @@ def test_deck_figures_carry_the_cells_alt_text(lang):
 
     path = LATER if lang == "en" else ROOT / "zh" / "chapters" / LATER.name
     nb = nbformat.read(path, as_version=4)
-    alts = [sx._image_alt(c) for c in nb.cells if c.cell_type == "code"
-            and any("image/png" in o.get("data", {}) for o in c.get("outputs", []))]
-    assert len([a for a in alts if a]) >= 3
+    # a figure shows as a PNG, or as an inline SVG where the output has one (text/html comes
+    # first: the Chinese pages' figures, drawn with Chinese labels)
+    figures = [(c, o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {})]
+    alts = [sx._image_alt(c) for c, o in figures if "text/html" not in o["data"]]
+    inline = [o for c, o in figures if "text/html" in o["data"]]
+    assert len([sx._image_alt(c) for c, o in figures if sx._image_alt(c)]) >= 3
     deck = sx.prepare_deck(nb, 1, solutions=True, folder=path.parent)
     # an HTML output (an inline SVG figure) stays untouched
     html_cell = nbformat.v4.new_code_cell("x", metadata={"mystnb": {"image": {"alt": "A"}}})
@@ -96,8 +100,10 @@ def test_deck_figures_carry_the_cells_alt_text(lang):
     for alt, tag in zip(alts, images):
         got = re.search(r'\balt="([^"]*)"', tag)
         assert got and html.unescape(got[1]) == (alt or sx.NO_ALT[lang]), (alt, tag[:200])
+    labels = re.findall(r'<svg aria-label="([^"]+)"[^>]*role="img"', body)
+    assert len(labels) == len(inline) + 1  # and the HTML test cell's below
     if lang == "zh":
-        assert all(re.search(r"[\u4e00-\u9fff]", a) for a in alts if a)
+        assert all(re.search(r"[\u4e00-\u9fff]", a) for a in alts + labels[:-1] if a)
     assert '<svg aria-label="B" role="img"></svg>' in body  # (attributes sorted)
 
 
