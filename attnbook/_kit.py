@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import textwrap
 from functools import lru_cache
 from pathlib import Path
 
@@ -74,19 +75,47 @@ def sealed_function(name: str):
     return sealed
 
 
+def carried_checker(name: str):
+    """In a kit, checker ``name`` running on the cases and mistakes it carries as data (read
+    when it is first called: the data refers to the checker modules being imported)."""
+    from .checking import run_cases
+
+    def checker(fn):
+        spec = _load("checkers.pkl")[name]
+        by_label = spec["mistakes"]
+        return run_cases(fn, spec["cases"], spec["name"],
+                         mistakes=lambda case: by_label.get(case.label, []), **spec["options"])
+
+    checker.__name__ = checker.__qualname__ = name
+    checker.__doc__ = f"The checker {name}, on the cases this student kit carries as data."
+    return checker
+
+
+def sealed_code(name: str, elsewhere: bool = False):
+    """The kit's stand-in for a checker's helper that computed an exercise's answer (or, with
+    ``elsewhere``, for a checker of a chapter the kit does not have)."""
+
+    def sealed(*args, **kwargs):
+        if elsewhere:
+            text = (f"attnbook.check's {name} checks an exercise of a chapter this "
+                    "student kit does not have.")
+        else:
+            text = (f"attnbook.check's {name} computed the answers of an exercise of "
+                    "this student kit, which carries them as data instead. Write the "
+                    "exercise yourself, or ask your teacher for the kit with the "
+                    "answer key.")
+        raise Sealed(textwrap.fill(text, 79))
+
+    sealed.__name__ = sealed.__qualname__ = name.rsplit(".", 1)[-1]
+    sealed.__doc__ = f"Sealed in this student kit: {name}."
+    return sealed
+
+
 def seal_checkers(namespace: dict) -> None:
     """In a kit, the checkers of its exercises run on the cases they carry (no-op otherwise)."""
     data = _load("checkers.pkl")
     if not data:
         return
-    from .checking import run_cases
-
     for name, spec in data.items():
-        def checker(fn, _spec=spec):
-            by_label = _spec["mistakes"]
-            return run_cases(fn, _spec["cases"], _spec["name"],
-                             mistakes=lambda case: by_label.get(case.label, []), **_spec["options"])
-
-        checker.__name__ = checker.__qualname__ = name
-        checker.__doc__ = spec["doc"]
-        namespace[name] = checker
+        namespace[name] = carried_checker(name)
+        namespace[name].__doc__ = spec["doc"]

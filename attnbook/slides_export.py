@@ -11,7 +11,10 @@ own loader (``_static/live-figures.js``): no kernel, no widget manager from a CD
 The notebooks' markdown is MyST; nbconvert renders plain Markdown. Before export,
 each directive (exercise, admonition, figure, math, ...) becomes HTML that shows
 what it is (a titled box, a dropdown, a figure with its caption), numbered as on
-the site. Solutions are left out of a deck (as RISE leaves them out: the chapters'
+the site; an exercise also shows its number within the chapter, the one JupyterLab
+shows in the student kit ("Exercise 16 (chapter exercise 2)"). A figure a code cell
+draws carries the cell's alt text (its ``mystnb`` metadata, translated in a Chinese
+notebook), not nbconvert's English placeholder. Solutions are left out of a deck (as RISE leaves them out: the chapters'
 slide metadata skips them) unless ``--solutions`` is given: then each comes right
 after its exercise, on a sub-slide of its own (reached with the down arrow).
 
@@ -95,8 +98,12 @@ def _closing(lines, start, fence):
 
 
 class _Numbers:
+    """Exercise numbers: the site's (book-wide, as sphinx-exercise counts) and the chapter's own
+    (1, 2, 3: what JupyterLab shows in a notebook of the student kit)."""
+
     def __init__(self, first_exercise: int = 1, lang: str = "en"):
         self.exercise = first_exercise - 1
+        self.in_chapter = 0
         self.labels: dict[str, int] = {}
         self.lang = lang if lang in LABELS else "en"
 
@@ -107,11 +114,11 @@ class _Numbers:
 # The words a deck adds itself, in the deck's language (a notebook of the Chinese edition,
 # zh/, says "zh" in its metadata: attnbook.language).
 LABELS = {
-    "en": {"exercise": "Exercise {n}", "solution_to": "Solution to Exercise {n}",
+    "en": {"exercise": "Exercise {n} (chapter exercise {k})", "solution_to": "Solution to Exercise {n}",
            "solution": "Solution", "note": "Note", "warning": "Warning", "tip": "Tip",
            "hint": "Hint", "important": "Important", "caution": "Caution", "seealso": "See also",
            "attention": "Attention", "danger": "Danger", "error": "Error"},
-    "zh": {"exercise": "练习 {n}", "solution_to": "练习 {n} 的解答", "solution": "解答",
+    "zh": {"exercise": "练习 {n}（本章第 {k} 题）", "solution_to": "练习 {n} 的解答", "solution": "解答",
            "note": "注意", "warning": "警告", "tip": "提示", "hint": "提示", "important": "重要",
            "caution": "小心", "seealso": "另请参阅", "attention": "注意", "danger": "危险",
            "error": "错误"},
@@ -146,9 +153,11 @@ def _directive(name, arg, options, body, numbers: _Numbers):
     classes = [c for c in classes if c != "dropdown"]
     if name == "exercise":
         numbers.exercise += 1
+        numbers.in_chapter += 1
         if "label" in options:
             numbers.labels[options["label"]] = numbers.exercise
-        title = numbers.label("exercise", n=numbers.exercise) + (f" ({_inline(arg)})" if arg else "")
+        title = (numbers.label("exercise", n=numbers.exercise, k=numbers.in_chapter)
+                 + (f": {_inline(arg)}" if arg else ""))
         return _box("exercise", classes, title, body)
     if name in ("solution", "solution-start"):
         target = numbers.labels.get(arg.strip())
@@ -280,11 +289,51 @@ FONT_HEAD = """<link rel="stylesheet" href="assets/fonts/noto-sans-sc.css">
 </style>
 """
 
+# Chinese has no italics (Noto Sans SC has none): a slanted Chinese glyph is the browser's
+# fake. As on the Chinese site (_static/attnbook.css), emphasis is upright and a little bolder
+# (a Latin word in it keeps an italic face where the font has one).
+ZH_HEAD = """<style>
+html[lang="zh-CN"] .reveal em { font-synthesis-style: none; font-weight: 600; }
+</style>
+"""
+
+# A figure drawn by a code cell with no alt text in its metadata (a gap to fill in the chapter):
+# say so in the deck's language rather than nbconvert's English sentence.
+NO_ALT = {"en": "A figure drawn by the code above (no description yet).",
+          "zh": "上面的代码画出的图（尚无文字描述）。"}
+
+
+def _image_alt(cell) -> str | None:
+    """The alt text the site gives a code cell's figure: myst-nb's ``mystnb.image.alt`` (or
+    ``mystnb.figure.alt``) in the cell's metadata."""
+    meta = cell.get("metadata", {}).get("mystnb", {}) or {}
+    for key in ("image", "figure"):
+        alt = (meta.get(key) or {}).get("alt")
+        if alt:
+            return alt
+    return None
+
+
+def _alt_texts(nb, lang: str) -> None:
+    """Give every PNG or JPEG output its cell's alt text, in output.metadata[mime]["alt"] (the
+    deck's template writes it into the <img>). Other outputs (an inline SVG in text/html with
+    its own aria-label) are left as they are."""
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        alt = _image_alt(cell) or NO_ALT.get(lang, NO_ALT["en"])
+        for output in cell.get("outputs", []):
+            for mime in ("image/png", "image/jpeg"):
+                if mime in output.get("data", {}):
+                    output.setdefault("metadata", {}).setdefault(mime, {})["alt"] = alt
+
 
 def _localise(page: str, lang: str) -> str:
+    head = FONT_HEAD
     if lang == "zh":
         page = re.sub(r"<html lang=\"[^\"]*\"", '<html lang="zh-CN"', page, count=1)
-    return page.replace("</head>", FONT_HEAD + "</head>", 1)
+        head += ZH_HEAD
+    return page.replace("</head>", head + "</head>", 1)
 
 
 def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False, folder=None):
@@ -292,6 +341,7 @@ def prepare_deck(nb, first_exercise: int = 1, solutions: bool = False, folder=No
     ``folder``: the notebook's folder, to embed its images."""
     nb = copy.deepcopy(nb)
     numbers = _Numbers(first_exercise, language(nb))
+    _alt_texts(nb, language(nb))
     cells, inside = [], False
     for cell in nb.cells:
         text = cell.source if cell.cell_type == "markdown" else ""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from typing import Callable
 
 import numpy as np
@@ -33,18 +35,21 @@ def _gqa_scores(q, k, v, scale=True):
     return s / np.sqrt(q.shape[-1]) if scale else s
 
 
+def _copy_message(b, h_q, n_q, n_k, d, peak):
+    copy = b * h_q * n_k * d * 8
+    return (f"your function held {peak / 2**20:.1f} MiB at once, while "
+            f"copying the keys to all {h_q} query heads takes "
+            f"{copy / 2**20:.1f} MiB and the scores "
+            f"{b * h_q * n_q * n_k * 8 / 2**20:.2f} MiB.\n"
+            "hint: the key/value heads are copied (np.repeat, np.tile, a "
+            "concatenation, or broadcast_to(...).copy()). Reshape the "
+            "queries to (B, H_kv, group, N_q, d) and give k and v a size-1 "
+            "group axis: broadcasting then shares them without a copy.")
+
+
 def _copy_report(b, h_q, n_q, n_k, d):
-    def report(peak):
-        copy = b * h_q * n_k * d * 8
-        return (f"your function held {peak / 2**20:.1f} MiB at once, while "
-                f"copying the keys to all {h_q} query heads takes "
-                f"{copy / 2**20:.1f} MiB and the scores "
-                f"{b * h_q * n_q * n_k * 8 / 2**20:.2f} MiB.\n"
-                "hint: the key/value heads are copied (np.repeat, np.tile, a "
-                "concatenation, or broadcast_to(...).copy()). Reshape the "
-                "queries to (B, H_kv, group, N_q, d) and give k and v a size-1 "
-                "group axis: broadcasting then shares them without a copy.")
-    return report
+    """report(peak): the message; a partial, so a student kit can carry it as data."""
+    return functools.partial(_copy_message, b, h_q, n_q, n_k, d)
 
 
 def gqa_cases() -> list[Case]:

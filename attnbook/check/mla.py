@@ -5,6 +5,8 @@ Chapters import them from :mod:`attnbook.check`.
 
 from __future__ import annotations
 
+import functools
+
 from typing import Callable
 
 import numpy as np
@@ -80,17 +82,20 @@ def _first(result):
     return result
 
 
+def _rebuild_message(h, n, t, dn, peak):
+    return (f"your function held {peak / 2**20:.1f} MiB at once, while "
+            f"rebuilding one head's keys from the latents (c_kv @ W_uk) "
+            f"takes {t * dn * 8 / 2**20:.1f} MiB, all {h} heads' "
+            f"{h * t * dn * 8 / 2**20:.0f} MiB, and the absorbed scores "
+            f"{h * n * t * 8 / 2**20:.2f} MiB.\n"
+            "hint: this is the naive form: it rebuilds the keys. Absorb "
+            "W_uk into the query instead, q_nope @ W_uk^T (r_kv numbers "
+            "per query and head), and score that against c_kv directly.")
+
+
 def _rebuild_report(h, n, t, dn):
-    def report(peak):
-        return (f"your function held {peak / 2**20:.1f} MiB at once, while "
-                f"rebuilding one head's keys from the latents (c_kv @ W_uk) "
-                f"takes {t * dn * 8 / 2**20:.1f} MiB, all {h} heads' "
-                f"{h * t * dn * 8 / 2**20:.0f} MiB, and the absorbed scores "
-                f"{h * n * t * 8 / 2**20:.2f} MiB.\n"
-                "hint: this is the naive form: it rebuilds the keys. Absorb "
-                "W_uk into the query instead, q_nope @ W_uk^T (r_kv numbers "
-                "per query and head), and score that against c_kv directly.")
-    return report
+    """report(peak): the message; a partial, so a student kit can carry it as data."""
+    return functools.partial(_rebuild_message, h, n, t, dn)
 
 
 def absorbed_scores_cases() -> list[Case]:

@@ -1,6 +1,6 @@
 """The student kit (`make student`): a folder a teacher copies to every machine.
 
-It holds the chapters without their solutions (:mod:`.student`), ``figures/``,
+It holds the chapters without their solutions (:mod:`.student`), the diagrams they show,
 a copy of ``attnbook``, its own README, requirements and Makefile, so that
 ``make lab`` in it starts JupyterLab (offline with a wheelhouse). By default the
 kit does not hand students the solutions of its own exercises: the answer-key
@@ -8,8 +8,10 @@ functions those exercises ask for (``attnbook.check.ANSWER_KEY``) are sealed in
 its copy of the package. Each becomes a table of the calls the kit's chapters
 make, recorded by executing the chapters once, and the checkers of those
 exercises carry their cases and the wrong answers they recognise as data
-(:mod:`attnbook._kit`). ``key=True`` (``make student KEY=1``) keeps the whole
-answer key instead.
+(:mod:`attnbook._kit`); the checkers' code that computed them, and the checkers
+of chapters the kit does not have, are sealed too (:func:`seal_checker_code`).
+``key=True`` (``make student KEY=1``) keeps the whole answer key instead. The
+kit's README, requirements and Makefile: :mod:`.kit_files`.
 """
 
 from __future__ import annotations
@@ -24,9 +26,10 @@ import tempfile
 from pathlib import Path
 
 from ._io import BOOK_ROOT, _load, _source
+from .kit_files import MAKEFILE, README, REQUIREMENTS, write_kit_files  # noqa: F401
 
 __all__ = ["kit_checkers", "sealed_names", "record_calls", "checker_data", "seal_package",
-           "write_kit_files"]
+           "seal_checker_code", "write_kit_files"]
 
 # A function whose recorded calls take more than this stays in the kit as code (and the
 # kit's README says so): a chapter that calls it in a loop would make the kit too large.
@@ -67,6 +70,7 @@ class Recorder:
 
         self.key = _kit.call_key
         self.calls = {name: {} for name in names}
+        self.size = {name: 0 for name in names}  # bytes recorded; None: over the limit
         wrapped = {}
         for name in names:
             original = getattr(reference, name)
@@ -81,14 +85,29 @@ class Recorder:
     def _wrap(self, name, original):
         table = self.calls[name]
 
+        def keep(key, outcome):
+            # a function called too much to record stays code in the kit: stop recording it
+            # at once (a training loop would otherwise hold gigabytes of calls in memory)
+            if self.size[name] is None or key in table:
+                return
+            data = pickle.dumps(outcome)
+            self.size[name] += len(data)
+            if self.size[name] > MAX_RECORD_BYTES:
+                self.size[name] = None
+                table.clear()
+            else:
+                table[key] = data
+
         def wrapper(*args, **kwargs):
+            if self.size[name] is None:
+                return original(*args, **kwargs)
             key = self.key(args, kwargs)
             try:
                 result = original(*args, **kwargs)
             except Exception as exc:  # a chapter that shows the error: the kit raises it too
-                table.setdefault(key, pickle.dumps(("raise", type(exc), str(exc))))
+                keep(key, ("raise", type(exc), str(exc)))
                 raise
-            table.setdefault(key, pickle.dumps(("return", result)))
+            keep(key, ("return", result))
             return result
 
         wrapper.__name__ = name
@@ -96,12 +115,15 @@ class Recorder:
         return wrapper
 
     def save(self, path):
+        """The calls, None for a function over the limit."""
         with open(path, "wb") as f:
-            pickle.dump(self.calls, f)
+            pickle.dump({n: None if self.size[n] is None else t for n, t in self.calls.items()},
+                        f)
 
 
 def record_calls(notebooks, names, timeout=300) -> dict:
-    """Execute the (original) notebooks once, recording every call of ``names``."""
+    """Execute the (original) notebooks once, recording every call of ``names`` (None for a
+    function whose calls pass MAX_RECORD_BYTES: it stays code in the kit)."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -126,7 +148,12 @@ def record_calls(notebooks, names, timeout=300) -> dict:
                            resources={"metadata": {"path": str(Path(path).parent)}}).execute()
             with open(out, "rb") as f:
                 for name, table in pickle.load(f).items():
-                    calls[name].update(table)
+                    if table is None or calls[name] is None:
+                        calls[name] = None  # over the limit: the function stays code
+                    else:
+                        calls[name].update(table)
+                        if sum(map(len, calls[name].values())) > MAX_RECORD_BYTES:
+                            calls[name] = None
     return calls
 
 
@@ -167,7 +194,8 @@ def checker_data(name: str) -> dict:
 
 def seal_package(package: Path, names, calls, checkers) -> list[str]:
     """Seal ``names`` in the kit's copy of attnbook; returns the names kept as code."""
-    kept = [n for n in names if sum(map(len, calls[n].values())) > MAX_RECORD_BYTES]
+    kept = [n for n in names if calls[n] is None
+            or sum(map(len, calls[n].values())) > MAX_RECORD_BYTES]
     sealed = [n for n in names if n not in kept]
     data = package / "_kit_data"
     data.mkdir(exist_ok=True)
@@ -181,6 +209,7 @@ def seal_package(package: Path, names, calls, checkers) -> list[str]:
             continue
     with open(data / "checkers.pkl", "wb") as f:
         pickle.dump(carried, f)
+    seal_checker_code(package / "check", carried, checkers)
     for path in sorted((package / "reference").glob("*.py")):
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text)
@@ -201,100 +230,123 @@ def seal_package(package: Path, names, calls, checkers) -> list[str]:
     return kept
 
 
-README = """\
-# Student kit: {title}
+# --- the checkers' own code: what computed the carried cases goes ------------
 
-{chapters}
+class _Globals(pickle.Unpickler):
+    """Unpickles, noting every (module, name) the data refers to."""
 
-## Start
+    def __init__(self, f):
+        super().__init__(f)
+        self.names = set()
 
-With Python 3.10 or newer and `make`, in this folder:
-
-```bash
-make lab        # creates .venv, installs requirements.txt, opens JupyterLab on the chapters
-```
-
-Without make: `python3 -m venv .venv`, then `.venv/bin/pip install -r requirements.txt`, then
-`.venv/bin/jupyter lab`. With no internet, copy a `wheelhouse/` folder (made once on a machine
-with internet: `pip download -r requirements.txt -d wheelhouse`) into this folder and run
-`make lab WHEELHOUSE=wheelhouse`.
-
-Each chapter runs from top to bottom. The exercises have their code cells (or a cell saying
-"your code here"); run the checker cell under each to see whether your answer is right, and
-which mistake it is if it is a known one.
-
-## What is in the kit
-
-- the chapters, without the solutions of their exercises, and `figures/`; the same chapters in
-  Chinese in `zh/` (中文版：`zh/`文件夹中是同样的章节);
-- `attnbook/`, the book's helper package (plots, live figures, checkers);
-- `requirements.txt` (JupyterLab with `jupyterlab-myst`, which shows the book's boxes,
-  exercises and math as the site does) and this folder's `Makefile`.
-
-{key}
-"""
-
-KEY_SEALED = """\
-The answer key of this kit's own exercises is not in it: {sealed} exist in `attnbook` only as
-the calls the chapters make (anything else raises an error saying so), and the checkers of
-the exercises carry their cases as data.{kept}"""
-
-KEY_INCLUDED = "This kit includes the book's whole answer key (`attnbook.reference`)."
-
-REQUIREMENTS = """\
-numpy>=2,<3
-matplotlib>=3.8,<4
-threadpoolctl>=3
-ipywidgets>=8,<9
-anywidget>=0.11,<0.12
-ipykernel>=6
-jupyterlab>=4.4,<4.5        # jupyterlab-myst 2.7 needs JupyterLab 4.4
-jupyterlab-myst>=2.4,<3     # exercises, admonitions and math render as on the site
-"""
-
-MAKEFILE = """\
-# The student kit: `make lab` (add WHEELHOUSE=wheelhouse with no internet).
-SHELL := /bin/bash
-PYTHON ?= python3
-WHEELHOUSE ?=
-PIP_OPTS := $(if $(WHEELHOUSE),--no-index --find-links $(abspath $(WHEELHOUSE)),)
-
-.PHONY: lab
-lab: .venv/.installed
-\t.venv/bin/jupyter lab --ServerApp.root_dir=$(CURDIR)
-
-.venv/.installed: requirements.txt
-\t@test -x .venv/bin/python || $(PYTHON) -m venv .venv
-\t.venv/bin/python -m pip install $(PIP_OPTS) --quiet --disable-pip-version-check -r requirements.txt
-\t@touch $@
-"""
+    def find_class(self, module, name):
+        self.names.add((module, name))
+        return super().find_class(module, name)
 
 
-def write_kit_files(outdir: Path, notebooks, sealed, kept, key: bool) -> None:
-    titles = []
-    for path in notebooks:
-        first = next((c for c in _load(path)["cells"] if c["cell_type"] == "markdown"), None)
-        heading = re.search(r"^# (.+)$", _source(first), re.M) if first else None
-        titles.append(f"- `{Path(path).name}`: {heading.group(1) if heading else Path(path).stem}")
-    if key or not sealed:
-        key_text = KEY_INCLUDED if key else "No answer-key function is an exercise of this kit."
-    else:
-        key_text = KEY_SEALED.format(
-            sealed=", ".join(f"`reference.{n}`" for n in sealed),
-            kept=("" if not kept else " Kept as code, because the chapters call them too often to "
-                  "record: " + ", ".join(f"`reference.{n}`" for n in kept) + "."))
-    title = "Attention, computed" if len(notebooks) != 1 else titles[0][2:]
-    import textwrap
+def _definitions(tree):
+    """Top-level statements that define names: {name: node} (functions, and assignments that
+    compute: a hint's text is not an answer)."""
+    found = {}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            found[node.name] = node
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(n, (ast.Call, ast.Lambda)) for n in ast.walk(node.value)):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        found[name.id] = node
+    return found
 
-    key_text = textwrap.fill(key_text, 95, break_on_hyphens=False)
-    (outdir / "README.md").write_text(README.format(
-        title=title, chapters="\n".join(titles), key=key_text), encoding="utf-8")
-    requirements = REQUIREMENTS
-    if any("torch" in _load(p).get("metadata", {}).get("attnbook", {}).get("requires", [])
-           for p in notebooks):
-        requirements += "torch==2.13.0  # the PyTorch chapter (CPU build; keep the pin)\n"
-    if any("triton" in _load(p).get("metadata", {}).get("attnbook", {}).get("requires", [])
-           for p in notebooks):
-        requirements += "triton==3.9.0  # the Triton pages (the interpreter runs on the CPU)\n"
-    (outdir / "requirements.txt").write_text(requirements, encoding="utf-8")
-    (outdir / "Makefile").write_text(MAKEFILE, encoding="utf-8")
+
+def _loads(node):
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def seal_checker_code(folder: Path, carried: dict, checkers=None) -> dict[str, list[str]]:
+    """Remove from the kit's ``check/`` modules the code only the carried checkers ran.
+
+    A carried checker runs on its cases and mistakes as data (:func:`attnbook._kit.carried_checker`);
+    the functions that computed them (a mistake's whole wrong answer is often the right one with
+    one line changed, ``np.tril(np.ones(...))`` or a whole multi-head attention) would hand a
+    student the exercise. Everything a checker kept as code still needs, and everything the
+    carried data refers to (a ``call`` adapter, a rule's class), stays; each other function or
+    computed assignment becomes a stand-in that raises :class:`attnbook._kit.Sealed`, so every
+    import still works. ``checkers``: the kit's checkers; the others (of chapters the kit does
+    not have, which may compute an earlier exercise's answer in passing) are sealed too.
+    Returns, per module, the names sealed.
+    """
+    with open(folder.parent / "_kit_data" / "checkers.pkl", "rb") as f:
+        unpickler = _Globals(f)
+        unpickler.load()
+    modules = {p.stem: p for p in sorted(folder.glob("*.py")) if p.stem != "__init__"}
+    trees = {m: ast.parse(p.read_text(encoding="utf-8")) for m, p in modules.items()}
+    defs = {m: _definitions(t) for m, t in trees.items()}
+    imports = {}  # module -> {local name: (module, name)}, and its star imports
+    stars = {}
+    for m, tree in trees.items():
+        imports[m], stars[m] = {}, []
+        for node in tree.body:
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module in modules:
+                for alias in node.names:
+                    if alias.name == "*":
+                        stars[m].append(node.module)
+                    else:
+                        imports[m][alias.asname or alias.name] = (node.module, alias.name)
+
+    def resolve(m, name, seen=()):
+        if name in defs[m]:
+            return (m, name)
+        if name in imports[m] and (m, name) not in seen:
+            return resolve(*imports[m][name], seen + ((m, name),))
+        for other in stars[m]:
+            if not name.startswith("_") and name in defs[other]:
+                return resolve(other, name, seen)
+        return None
+
+    prefix = "attnbook.check."
+    roots = [(module[len(prefix):], name) for module, name in unpickler.names
+             if module.startswith(prefix) and module[len(prefix):] in modules]
+    for m, tree in trees.items():
+        for node in tree.body:
+            names = [n for n, d in defs[m].items() if d is node]
+            if not names:
+                roots += [(m, n) for n in _loads(node)]  # imports, classes, __all__, constants
+            elif isinstance(node, ast.FunctionDef) and node.name.startswith("check_") \
+                    and node.name not in carried and (checkers is None or node.name in checkers):
+                roots.append((m, node.name))  # a checker of the kit kept as code
+    keep, todo = set(), list(roots)
+    while todo:
+        found = resolve(*todo.pop())
+        if found is None or found in keep:
+            continue
+        keep.add(found)
+        m, name = found
+        todo += [(m, n) for n in _loads(defs[m][name])]
+
+    sealed = {}
+    for m, path in modules.items():
+        nodes = {}
+        for name, node in defs[m].items():
+            if (m, name) not in keep and not any((m, n) in keep for n, d in defs[m].items()
+                                                 if d is node):
+                nodes.setdefault(id(node), (node, []))[1].append(name)
+        if not nodes:
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        for node, names in sorted(nodes.values(), key=lambda v: -v[0].lineno):
+            start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            lines[start - 1:node.end_lineno] = [
+                f'{n} = _carried_checker("{n}")  # carried as data\n' if n in carried else
+                f'{n} = _sealed_code("{m}.{n}", elsewhere=True)  # not in this kit\n'
+                if n.startswith("check_") else f'{n} = _sealed_code("{m}.{n}")  # sealed\n'
+                for n in names]
+        text = "".join(lines).replace(
+            "from __future__ import annotations\n",
+            "from __future__ import annotations\n\n"
+            "from .._kit import carried_checker as _carried_checker, sealed_code as _sealed_code\n",
+            1)
+        path.write_text(text, encoding="utf-8")
+        sealed[m] = sorted(n for _, names in nodes.values() for n in names)
+    return sealed

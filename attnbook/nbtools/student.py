@@ -55,9 +55,35 @@ def student_copy(nb: dict) -> dict:
     return nb
 
 
+_LINK = re.compile(r"""(?:\]\(|\bsrc=["'])([^)"'\s]+)""")
+
+
+def used_figures(outdir, written) -> list[str]:
+    """The files of figures/ (paths inside it) that the kit's notebooks show: a Markdown image
+    or an HTML src, in the English chapters (figures/X) and the Chinese ones (../figures/X,
+    ../figures/zh/X)."""
+    outdir = Path(outdir).resolve()
+    found = set()
+    for path in written:
+        for cell in _load(path)["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            for link in _LINK.findall(_source(cell)):
+                if re.match(r"[a-z]+:", link):
+                    continue
+                target = (Path(path).resolve().parent / link.split("#")[0]).resolve()
+                try:
+                    inside = target.relative_to(outdir / "figures")
+                except ValueError:
+                    continue
+                if (BOOK_ROOT / "figures" / inside).is_file():
+                    found.add(inside.as_posix())
+    return sorted(found)
+
+
 def write_student_copies(outdir, notebooks, *, key: bool = False) -> list[Path]:
     """Write the student kit into outdir: the notebooks' student copies (and, in zh/, those of
-    their Chinese edition), figures/, attnbook/,
+    their Chinese edition), the files of figures/ they show, attnbook/,
     and the kit's README, requirements and Makefile (:mod:`.kit`).
 
     The folder is self-contained: hand it out as it is. The bootstrap cell finds the copy of
@@ -84,11 +110,14 @@ def write_student_copies(outdir, notebooks, *, key: bool = False) -> list[Path]:
             (outdir / "zh").mkdir(exist_ok=True)
             _save(outdir / "zh" / zh.name, copy)
             written.append(outdir / "zh" / zh.name)
-    for folder in ("figures", "attnbook"):
-        if (BOOK_ROOT / folder).is_dir():
-            shutil.rmtree(outdir / folder, ignore_errors=True)
-            shutil.copytree(BOOK_ROOT / folder, outdir / folder,
-                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_kit_data"))
+    shutil.rmtree(outdir / "figures", ignore_errors=True)
+    for figure in used_figures(outdir, written):
+        (outdir / "figures" / figure).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(BOOK_ROOT / "figures" / figure, outdir / "figures" / figure)
+    if (BOOK_ROOT / "attnbook").is_dir():
+        shutil.rmtree(outdir / "attnbook", ignore_errors=True)
+        shutil.copytree(BOOK_ROOT / "attnbook", outdir / "attnbook",
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "_kit_data"))
     sealed, kept = [], []
     if not key:
         checkers = kit_checkers(notebooks)

@@ -35,9 +35,76 @@ def _html(text, first=1):
 
 def test_exercise_becomes_a_numbered_box_with_its_body_inside():
     out = _html("```{exercise}\n:label: ex-a\nWrite `f(x)` for $x$.\n```", first=15)
-    assert re.search(r'<div class="attnbook-directive exercise"><p class="title">Exercise 15</p>'
+    assert re.search(r'<div class="attnbook-directive exercise"><p class="title">Exercise 15 '
+                     r'\(chapter exercise 1\)</p>'
                      r"\s+Write `f\(x\)` for \$x\$.\s+</div>", out), out
     assert "{exercise}" not in out and ":label:" not in out
+
+
+def test_an_exercise_shows_the_sites_number_and_the_chapters_own():
+    """The site numbers exercises through the book (15, 16, ...), JupyterLab in the student kit
+    within the notebook (1, 2, ...): a deck shows both, in its language."""
+    text = "```{exercise}\n:label: ex-a\nA.\n```\n\n```{exercise}\n:label: ex-b\nB.\n```"
+    en = _html(text, first=15)
+    assert re.findall(r'<p class="title">([^<]*)</p>', en) == [
+        "Exercise 15 (chapter exercise 1)", "Exercise 16 (chapter exercise 2)"]
+    zh = sx._open_boxes(sx.myst_to_html(text, sx._Numbers(15, "zh")))
+    assert re.findall(r'<p class="title">([^<]*)</p>', zh) == ["练习 15（本章第 1 题）",
+                                                               "练习 16（本章第 2 题）"]
+    solution = "```{solution-start} ex-b\n```\nS.\n```{solution-end}\n```"
+    assert "Solution to Exercise 16" in _html(text + "\n\n" + solution, first=15)
+
+
+ZH_EMPHASIS = 'html[lang="zh-CN"] .reveal em { font-synthesis-style: none; font-weight: 600; }'
+
+
+def test_chinese_emphasis_is_upright_as_on_the_chinese_site():
+    """Noto Sans SC has no italic: the Chinese site sets emphasis upright and bolder
+    (_static/attnbook.css); a Chinese deck does the same, an English deck keeps its italics."""
+    site = (ROOT / "_static" / "attnbook.css").read_text()
+    rule = re.search(r'html\[lang="zh-CN"\] \.bd-article em \{([^}]*)\}', site)
+    assert rule and "font-synthesis-style: none" in rule[1] and "font-weight: 600" in rule[1]
+    page = "<html lang=\"en\"><head></head><body><em>x</em></body></html>"
+    assert ZH_EMPHASIS in sx._localise(page, "zh") and ZH_EMPHASIS not in sx._localise(page, "en")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_deck_figures_carry_the_cells_alt_text(lang):
+    """Every figure a code cell draws (PNG) carries the cell's alt text from its mystnb
+    metadata, Chinese in a Chinese deck: never nbconvert's "No description has been provided
+    for this image". An inline SVG (text/html, with its own aria-label) is left as it is."""
+    import nbformat
+
+    path = LATER if lang == "en" else ROOT / "zh" / "chapters" / LATER.name
+    nb = nbformat.read(path, as_version=4)
+    # a figure shows as a PNG, or as an inline SVG where the output has one (text/html comes
+    # first: the Chinese pages' figures, drawn with Chinese labels)
+    figures = [(c, o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+               if "image/png" in o.get("data", {})]
+    alts = [sx._image_alt(c) for c, o in figures if "text/html" not in o["data"]]
+    inline = [o for c, o in figures if "text/html" in o["data"]]
+    assert len([sx._image_alt(c) for c, o in figures if sx._image_alt(c)]) >= 3
+    deck = sx.prepare_deck(nb, 1, solutions=True, folder=path.parent)
+    # an HTML output (an inline SVG figure) stays untouched
+    html_cell = nbformat.v4.new_code_cell("x", metadata={"mystnb": {"image": {"alt": "A"}}})
+    html_cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "text/html": '<svg role="img" aria-label="B"></svg>'})]
+    deck.cells.append(sx.prepare_deck(nbformat.v4.new_notebook(cells=[html_cell])).cells[0])
+    body, _ = sx._exporter().from_notebook_node(
+        deck, resources={"metadata": {"path": str(path.parent), "name": path.stem}})
+    import html
+
+    images = [tag for tag in re.findall(r"<img\b[^>]*>", body) if "data:image/png" in tag]
+    assert len(images) == len(alts)
+    assert "No description has been provided" not in body
+    for alt, tag in zip(alts, images):
+        got = re.search(r'\balt="([^"]*)"', tag)
+        assert got and html.unescape(got[1]) == (alt or sx.NO_ALT[lang]), (alt, tag[:200])
+    labels = re.findall(r'<svg aria-label="([^"]+)"[^>]*role="img"', body)
+    assert len(labels) == len(inline) + 1  # and the HTML test cell's below
+    if lang == "zh":
+        assert all(re.search(r"[\u4e00-\u9fff]", a) for a in alts + labels[:-1] if a)
+    assert '<svg aria-label="B" role="img"></svg>' in body  # (attributes sorted)
 
 
 def test_dropdown_admonition_becomes_details_and_plain_admonition_a_box():
@@ -225,7 +292,10 @@ def test_chinese_deck_is_chinese_and_numbered_as_the_site(built_site, tmp_path):
     assert re.search(r'<html lang="zh-CN"', deck)
     page = (built_site["html"] / "zh" / "chapters" / "06_masking.html").read_text()
     site = [int(n) for n in re.findall(r'caption-number">练习 (\d+) ', page)]
-    assert site and [int(n) for n in re.findall(r"练习 (\d+)</p>", deck)] == site, site
+    assert site and [int(n) for n in re.findall(r"练习 (\d+)（本章第 \d+ 题）</p>", deck)] == site, site
+    # the chapter's own numbers, as the student kit's JupyterLab shows them
+    assert re.findall(r"练习 \d+（本章第 (\d+) 题）</p>", deck) == [str(i) for i in range(1, len(site) + 1)]
+    assert ZH_EMPHASIS in deck
     assert "Exercise " not in re.sub(r"<script.*?</script>", "", deck, flags=re.S)
     assert (tmp_path / "assets" / "fonts" / "noto-sans-sc.css").exists()
     assert (tmp_path / "assets" / "fonts" / "noto-sans-sc-01.woff2").exists()
@@ -325,3 +395,15 @@ def test_deck_code_and_outputs_keep_their_lines(zh_deck):
     assert not wraps, wraps[:3]
     cut = [s for s in seen if s["longest"] <= 79 and s["scroll"] > s["width"] + 1]
     assert not cut, cut[:3]
+
+
+def test_chinese_emphasis_is_not_slanted_in_the_deck(zh_deck):
+    """Emphasis on the Chinese deck: upright (no synthetic slant of a font with no italic)
+    and bolder, as on the Chinese site."""
+    seen = zh_deck.evaluate("""() => [...document.querySelectorAll('.reveal em')]
+      .filter((em) => /[\\u4e00-\\u9fff]/.test(em.textContent))
+      .map((em) => ({text: em.textContent, synthesis: getComputedStyle(em).fontSynthesisStyle,
+                     weight: getComputedStyle(em).fontWeight}))""")
+    assert seen, "chapter 06's Chinese deck has no Chinese emphasis to look at"
+    bad = [s for s in seen if s["synthesis"] != "none" or int(s["weight"]) < 600]
+    assert not bad, bad[:3]
