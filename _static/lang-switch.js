@@ -51,3 +51,14 @@
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", ready);
   else ready();
 })();
+
+// sphinx-togglebutton's script gives its buttons an English aria-label ("Toggle hidden
+// content") when the page has loaded; on a Chinese page they are named in Chinese.
+window.addEventListener("load", function () {
+  if (!(document.documentElement.lang || "").toLowerCase().startsWith("zh")) return;
+  document.querySelectorAll("button.toggle-button").forEach(function (b) {
+    if (b.getAttribute("aria-label") === "Toggle hidden content") {
+      b.setAttribute("aria-label", "显示/隐藏内容");
+    }
+  });
+});

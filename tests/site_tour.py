@@ -977,10 +977,14 @@ def _run_zh(html, browser, base_url):
     live.close()
     rec = light_recorder(browser, base_url)
     rec.take_record()
-    result["zh_fit"] = {}
+    result["zh_fit"], result["zh_labels"] = {}, {}
     for path in ZH_FIT:
         rec.visit("zh/" + path)  # COLLECT: MathJax typeset, images and fonts in
         result["zh_fit"][path] = _fit(rec.page)["widths"]
+        # the labels as the page's scripts leave them (sphinx-togglebutton adds its buttons then)
+        result["zh_labels"][path] = rec.page.eval_on_selector_all(
+            "[aria-label], [title], [placeholder]", "es => es.flatMap(e => ['aria-label', 'title', "
+            "'placeholder'].map(a => e.getAttribute(a)).filter(v => v))")
     # the search, in Chinese
     result["zh_searches"] = {}
     for query, _ in ZH_SEARCHES:
@@ -1099,7 +1103,7 @@ def merge(parts: dict) -> dict:
         for key, values in part.get("http", {}).items():
             tour["http"][key] += values
         for key in ("searches", "dark", "file", "file_record", "nojs", "zh", "zh_searches", "zh_fit",
-                    "zh_section", "zh_section_docked", "switch_http", "switch_file"):
+                    "zh_labels", "zh_section", "zh_section_docked", "switch_http", "switch_file"):
             if key in part:
                 tour[key] = part[key]
     return tour

@@ -332,6 +332,21 @@ def test_chinese_pages_fit_their_column(zh_tour):
     assert not problems, "\n".join(problems)
 
 
+def test_chinese_labels_stay_chinese_once_the_scripts_ran(zh_tour):
+    """The labels of the Chinese pages after their scripts ran: sphinx-togglebutton's script
+    writes its buttons' aria-label in English; _static/lang-switch.js names them in Chinese
+    (test_site.py checks the labels in the built HTML, before any script)."""
+    from test_site import ENGLISH_ALLOWED
+
+    labels = zh_tour["zh_labels"]
+    assert labels and all(labels.values()), labels
+    assert any("显示/隐藏内容" in v for v in labels["chapters/08_multihead.html"])
+    english = sorted({f"{path}: {v}" for path, values in labels.items() for v in values
+                      if re.search(r"[A-Za-z]{3}", v) and not re.search(r"[\u4e00-\u9fff]", v)
+                      and v not in ENGLISH_ALLOWED})
+    assert not english, english
+
+
 def test_the_fit_check_catches_what_does_not_fit(tmp_path):
     """FIT and fit_problems on a page made for it: a table and an image wider than the
     column, an equation that scrolls with no shadow, are each caught, at both widths; what
