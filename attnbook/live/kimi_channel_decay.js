@@ -20,24 +20,24 @@ function render({ model, el }) {
       one *= Math.exp(gMean);
     }
     fig.replaceChildren(barChart(kept, { labels, digits: 2, ymax: 1.1, bar: 56,
-      xlabel: tr("key channels 0 to 4, labelled by their g", "键通道 0 到 4，标注为各自的 g"),
+      xlabel: tr("key channels 0 to 4, labelled by their g", "键通道0到4，标注为各自的g"),
       label: tr(`share of a write still held by each key channel after ${t} ` +
-        "tokens: ", `写入 ${t} 个词元之后，各键通道仍保留的份额：`) +
+        "tokens: ", `写入${t}个词元之后，各键通道仍保留的份额：`) +
         kept.map((x) => pyFixed(x, 2)).join(", ") }));
     caption.replaceChildren(
       tr(`t = ${t} tokens: the slowest channel keeps `,
-        `t = ${t} 个词元：最慢的通道保留 `),
+        `t = ${t}个词元：最慢的通道保留`),
       htmlEl("span", { "data-live-number": "" }, pyFixed(Math.max(...kept), 3)),
-      tr(", the fastest ", "，最快的通道保留 "),
+      tr(", the fastest ", "，最快的通道保留"),
       htmlEl("span", { "data-live-number": "" }, pyFixed(Math.min(...kept), 3)),
       tr(`; one decay per token (g = ${pyFixed(gMean, 3)}, the mean) would ` +
         "keep ", `；若每个词元只用一个衰减（g = ${pyFixed(gMean, 3)}，即平均值），` +
-        "每个通道都只保留 "),
+        "每个通道都只保留"),
       htmlEl("span", { "data-live-number": "" }, pyFixed(one, 3)),
       tr(" in every channel.", "。"));
   };
   return slider(model, el, { label: tr("tokens since the write, t",
-    "写入后经过的词元数 t"), digits: 0 }, redraw);
+    "写入后经过的词元数t"), digits: 0 }, redraw);
 }
 
 export default { render };

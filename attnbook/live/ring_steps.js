@@ -28,7 +28,7 @@ function ringGrid(pairs, step, title) {
     const y = top + r * cell;
     svg.appendChild(svgEl("text", { x: left - 6, y: y + cell / 2 + 4,
       "text-anchor": "end", class: "attnbook-live-label" },
-      tr(`rank ${r}`, `进程${r}`)));
+      tr(`rank ${r}`, `rank ${r}`)));
     let done = 0;
     for (let j = 0; j < P; j++) {
       const at = (r - j + P) % P;            // the step rank r holds shard j
@@ -69,14 +69,14 @@ function render({ model, el }) {
   const caption = el.appendChild(htmlEl("p", {
     class: "attnbook-live-caption" }, tr("Dark, outlined: the tiles of this " +
     "step; light: done before; a number: the (query, key) pairs the causal " +
-    "mask keeps in that tile.", "深色带框：本步的块；浅色：之前已算的块；" +
+    "mask keeps in that tile.", "深色加框：本步的块；浅色：之前已算的块；" +
     "数字：因果掩码在该块中保留的（查询，键）对数。")));
   const redraw = (v) => {
     const s = Math.round(v);
     holds.replaceChildren(tr(`step ${s}: `, `第${s}步：`));
     for (let r = 0; r < P; r++) {
       holds.appendChild(document.createTextNode(
-        (r ? tr(", ", "，") : "") + tr(`rank ${r} holds KV `, `进程${r}持有KV `)));
+        (r ? tr(", ", "，") : "") + tr(`rank ${r} holds KV `, `rank ${r}持有KV `)));
       holds.appendChild(htmlEl("span", { "data-live-number": "" },
         String((r - s + P) % P)));
     }
