@@ -69,12 +69,15 @@ Python 3.11 or newer. For other machines, make one wheelhouse per kind, from any
 internet, by naming their platform and Python version:
 
 ```bash
-python3 -m pip download -r requirements.txt -d wheelhouse-windows --only-binary=:all: --platform win_amd64 --python-version 3.12
-python3 -m pip download -r requirements.txt -d wheelhouse-mac --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.12
+python3 -m pip download -r requirements.txt pywinpty colorama -d wheelhouse-windows --only-binary=:all: --platform win_amd64 --python-version 3.12
+python3 -m pip download -r requirements.txt appnope -d wheelhouse-mac --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.12
 ```
 
 (`win_amd64`: 64-bit Windows on Intel or AMD; `macosx_11_0_arm64`: a Mac with Apple silicon;
 `python -m pip debug --verbose`, run on a student machine, lists the platform tags it accepts.)
+pip, run on Linux, still reads the packages' conditions as Linux's, so it leaves out what only
+Windows needs (`pywinpty`, `colorama`) or only a Mac needs (`appnope`): the commands name them.
+Safest of all: make each wheelhouse on a machine of that kind, with the first command.
 Copy the wheelhouse into this folder as `wheelhouse/`.
 
 ## Preparing one machine, then copying it
@@ -150,11 +153,11 @@ python3 -m pip download -r requirements.txt -d wheelhouse
 它只适用于**操作系统、CPU架构和Python版本**都与制作它的机器相同的机器（NumPy和JupyterLab所依赖的一些包是按平台分别编译的），而且本书需要Python 3.11或更高版本。要给别的机器用，就按机器的种类各做一个wheelhouse：在任何一台能联网的机器上，写明目标平台和Python版本：
 
 ```bash
-python3 -m pip download -r requirements.txt -d wheelhouse-windows --only-binary=:all: --platform win_amd64 --python-version 3.12
-python3 -m pip download -r requirements.txt -d wheelhouse-mac --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.12
+python3 -m pip download -r requirements.txt pywinpty colorama -d wheelhouse-windows --only-binary=:all: --platform win_amd64 --python-version 3.12
+python3 -m pip download -r requirements.txt appnope -d wheelhouse-mac --only-binary=:all: --platform macosx_11_0_arm64 --python-version 3.12
 ```
 
-（`win_amd64`是Intel或AMD处理器上的64位Windows；`macosx_11_0_arm64`是Apple芯片的Mac；在学生机器上运行`python -m pip debug --verbose`，可以列出它接受的平台标签。）把做好的wheelhouse复制到本文件夹中，命名为`wheelhouse/`。
+（`win_amd64`是Intel或AMD处理器上的64位Windows；`macosx_11_0_arm64`是Apple芯片的Mac；在学生机器上运行`python -m pip debug --verbose`，可以列出它接受的平台标签。）在Linux上运行的pip仍按Linux来判断各个包的依赖条件，会漏掉只有Windows需要的包（`pywinpty`、`colorama`）和只有Mac需要的包（`appnope`），所以上面的命令把它们写了出来。最稳妥的做法是在同类机器上用第一条命令制作wheelhouse。把做好的wheelhouse复制到本文件夹中，命名为`wheelhouse/`。
 
 ### 在一台机器上准备好，再复制到其他机器
 
@@ -209,8 +212,11 @@ PYTHON ?= python3
 WHEELHOUSE ?= $(if $(wildcard wheelhouse/*.whl),wheelhouse,)
 PIP_OPTS := $(if $(WHEELHOUSE),--no-index --find-links "$(abspath $(WHEELHOUSE))",)
 HERE := $(CURDIR)/.venv
-# The folder .venv was made in, written at install into its stamp
-MADE_IN := $(shell cat .venv/.installed 2>/dev/null)
+# The folder .venv was made in: written at install into its stamp; for a .venv made without
+# make (no stamp), read from the first line of its pip (#!/that/folder/.venv/bin/python)
+MADE_IN := $(shell if [ -e .venv/.installed ]; then cat .venv/.installed; \\
+  elif [ -e .venv/bin/pip ]; then head -n 1 .venv/bin/pip | \\
+  sed -n -e 's|^\\#!\\(.*\\)/bin/python[0-9.]*$$|\\1|p'; fi)
 
 .PHONY: lab check-venv FORCE
 lab: .venv/.installed
@@ -218,17 +224,19 @@ lab: .venv/.installed
 
 # Says whether .venv belongs to this folder (exit status 1 if it was made elsewhere).
 check-venv:
-\t@if [ ! -e .venv/.installed ]; then echo "No .venv here yet: make lab creates it."; \\
+\t@if [ -z "$(MADE_IN)" ]; then echo "No .venv here yet: make lab creates it."; \\
 \telif [ "$(MADE_IN)" = "$(HERE)" ]; then echo ".venv belongs to this folder."; \\
 \telse echo ".venv was made in $(or $(MADE_IN),another folder), not here: make lab makes it again."; exit 1; fi
 
+ifneq ($(MADE_IN),)
 ifneq ($(MADE_IN),$(HERE))
 .venv/.installed: FORCE
+endif
 endif
 FORCE:
 
 .venv/.installed: requirements.txt
-\t@if [ -e .venv/.installed ] && [ "$(MADE_IN)" != "$(HERE)" ]; then \\
+\t@if [ -n "$(MADE_IN)" ] && [ "$(MADE_IN)" != "$(HERE)" ]; then \\
 \t  echo "The .venv in this folder was made in $(or $(MADE_IN),another folder) and does not work"; \\
 \t  echo "here (its programs name that folder): making it again$(if $(WHEELHOUSE), from $(WHEELHOUSE)/)."; \\
 \t  rm -rf .venv; fi

@@ -124,6 +124,26 @@ def test_a_venv_copied_from_another_folder_is_noticed_and_made_again(kit, tmp_pa
     assert make(copy, "check-venv").returncode == 0 and "jupyter lab" in moved.stdout
 
 
+def test_a_venv_made_without_make_and_copied_is_noticed(kit, tmp_path):
+    """The README's route without make leaves no stamp: the folder a .venv was made in is read
+    from its pip's first line instead, so a copied one is still noticed (a lecturer's finding)."""
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    for name, made_in in (("copied", "/elsewhere/kit/.venv"), ("here", None)):
+        folder = tmp_path / name
+        (folder / ".venv" / "bin").mkdir(parents=True)
+        shutil.copy2(kit / "Makefile", folder / "Makefile")
+        made_in = made_in or str(folder / ".venv")
+        (folder / ".venv" / "bin" / "pip").write_text(f"#!{made_in}/bin/python3.11\n")
+        check = subprocess.run(["make", "--no-print-directory", "check-venv"], cwd=folder,
+                               capture_output=True, text=True, timeout=60)
+        if name == "copied":
+            assert check.returncode != 0, check.stdout + check.stderr
+            assert f"made in {made_in}, not here" in check.stdout
+        else:
+            assert check.returncode == 0 and "belongs to this folder" in check.stdout, check.stdout
+
+
 SOLUTIONS = {  # text of the checkers' near-solutions of the kit's exercises (06 and 08)
     "the causal mask": "np.tril(np.ones(",
     "the padding mask": "np.arange(n)[None, :]",
