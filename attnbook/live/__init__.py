@@ -151,12 +151,19 @@ if anywidget is not None:
         unit = traitlets.Unicode().tag(sync=True)
         from_label = traitlets.Unicode().tag(sync=True)
         to_label = traitlets.Unicode().tag(sync=True)
+        # the names and labels on a Chinese page, when they are words (empty: as above)
+        names_zh = traitlets.List(traitlets.Unicode()).tag(sync=True)
+        from_label_zh = traitlets.Unicode().tag(sync=True)
+        to_label_zh = traitlets.Unicode().tag(sync=True)
 
         def __init__(self, K, values, names, q_from, q_to, *, labels=("from",
-                     "to"), unit="", a=0.0, step=0.05):
+                     "to"), unit="", a=0.0, step=0.05, names_zh=(), labels_zh=("", "")):
+            if names_zh and len(names_zh) != len(names):
+                raise ValueError(f"names_zh has {len(names_zh)} names for {len(names)} keys")
             super().__init__(K=np.asarray(K, float).tolist(),
                              values=np.asarray(values, float).tolist(),
-                             names=list(names),
+                             names=list(names), names_zh=list(names_zh),
+                             from_label_zh=labels_zh[0], to_label_zh=labels_zh[1],
                              q_from=np.asarray(q_from, float).tolist(),
                              q_to=np.asarray(q_to, float).tolist(),
                              from_label=labels[0], to_label=labels[1],

@@ -1,12 +1,15 @@
 // Chapter 02: a soft lookup whose query moves from one query to another
 // (slider a: q = (1 - a) q_from + a q_to). Bars: the weight of each key;
 // below: the answer, the weighted average of the values.
-// Data: K, q_from, q_to, values, names, unit, from_label, to_label.
+// Data: K, q_from, q_to, values, names, unit, from_label, to_label; on a Chinese page
+// names_zh, from_label_zh, to_label_zh when the chapter gives them (the people's names).
 
 function render({ model, el }) {
   setLanguage(model);
   el.classList.add("attnbook-live");
-  const K = model.get("K"), v = model.get("values"), names = model.get("names");
+  const zh = (key) => (LANG === "zh" && (model.get(key + "_zh") || []).length
+    ? model.get(key + "_zh") : model.get(key));
+  const K = model.get("K"), v = model.get("values"), names = zh("names");
   const qa = model.get("q_from"), qb = model.get("q_to");
   const unit = model.get("unit");
   const fig = el.appendChild(htmlEl("div", { class: "attnbook-live-figure" }));
@@ -27,7 +30,7 @@ function render({ model, el }) {
       ` ${unit}`);
   };
   const label = tr(`query: ${model.get("from_label")} (0) to ${model.get("to_label")} (1)`,
-    `查询：从${model.get("from_label")}（0）到${model.get("to_label")}（1）`);
+    `查询：从${zh("from_label")}（0）到${zh("to_label")}（1）`);
   return slider(model, el, { label, digits: 2 }, redraw);
 }
 
