@@ -173,6 +173,11 @@ def test_bad_input_is_refused_with_a_clear_message():
         live.TemperatureBars([1.0, 2.0], t=40.0)
     with pytest.raises(ValueError, match=r"q \(3, 2\), k \(2, 2\)"):
         live.MaskEditor(np.ones((3, 2)), np.ones((2, 2)), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="names_zh has 1 names for 2 keys"):
+        live.QueryLookup(np.eye(2), [1.0, 2.0], ["a", "b"], [1, 0], [0, 1], names_zh=["甲"])
+    fig = live.QueryLookup(np.eye(2), [1.0, 2.0], ["a", "b"], [1, 0], [0, 1],
+                           names_zh=["甲", "乙"], labels_zh=("甲", "乙"))
+    assert fig.names == ["a", "b"] and fig.names_zh == ["甲", "乙"] and fig.to_label_zh == "乙"
 
 
 def test_a_fully_masked_row_shows_zeros_like_the_answer_key():
