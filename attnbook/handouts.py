@@ -126,6 +126,20 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+# The Chinese slices a page's text needs, loaded, and the page laid out again with them
+# (in PREPARE, and alone in FONTS).
+_LOAD_FONTS = r"""  const cjk = (document.body.textContent || "").match(/[\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]+/g) || [];
+  if (cjk.length) {
+    const loaded = await document.fonts.load(`16px "${family}"`, cjk.join(""));
+    if (!loaded.length) throw new Error(`the font ${family} did not load for ${cjk.join("").slice(0, 20)}`);
+  }
+  await document.fonts.ready;
+  document.body.style.display = "none";
+  void document.body.offsetHeight;
+  document.body.style.display = "";
+  void document.body.offsetHeight;
+"""
+
 # Runs in the page before printing: the edition, the web font, every image and the math ready.
 PREPARE = r"""
 async ([teacher, family]) => {
@@ -140,16 +154,7 @@ async ([teacher, family]) => {
   // every slice the page's text needs (also text the screen hid: the solutions, the printed
   // title); then the page is laid out again, so that a table measured before its font
   // arrived is drawn with it.
-  const cjk = (document.body.textContent || "").match(/[\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]+/g) || [];
-  if (cjk.length) {
-    const loaded = await document.fonts.load(`16px "${family}"`, cjk.join(""));
-    if (!loaded.length) throw new Error(`the font ${family} did not load for ${cjk.join("").slice(0, 20)}`);
-  }
-  await document.fonts.ready;
-  document.body.style.display = "none";
-  void document.body.offsetHeight;
-  document.body.style.display = "";
-  void document.body.offsetHeight;
+  /* LOAD_FONTS */
   const article = document.querySelector("article") || document.body;
   // The page's title as plain text (math as its TeX, lightly simplified), for the footer and
   // the contents; and typeset in the theme's printed title, which shows the raw TeX.
@@ -202,19 +207,12 @@ async ([teacher, family]) => {
 # printing: the site's Chinese font loaded for its text, then the document laid out again.
 FONTS = r"""
 async (family) => {
-  const cjk = (document.body.textContent || "").match(/[\u2e80-\u9fff\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef]+/g) || [];
-  if (cjk.length) {
-    const loaded = await document.fonts.load(`16px "${family}"`, cjk.join(""));
-    if (!loaded.length) throw new Error(`the font ${family} did not load for ${cjk.join("").slice(0, 20)}`);
-  }
-  await document.fonts.ready;
-  document.body.style.display = "none";
-  void document.body.offsetHeight;
-  document.body.style.display = "";
-  void document.body.offsetHeight;
+  /* LOAD_FONTS */
   return true;
 }
 """
+PREPARE = PREPARE.replace("  /* LOAD_FONTS */\n", _LOAD_FONTS)
+FONTS = FONTS.replace("  /* LOAD_FONTS */\n", _LOAD_FONTS)
 
 # The foot of each page of an English page's PDF, drawn by chromium (its header and footer
 # cannot use the page's web fonts: a Chinese page's foot is stamped instead, see _feet).
